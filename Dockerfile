@@ -1,0 +1,15 @@
+FROM python:3.12-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 STATIC_ROOT=/app/staticfiles
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY reviewhub reviewhub
+COPY elicitation elicitation
+COPY reviewhub_client reviewhub_client
+COPY templates templates
+COPY static static
+COPY manage.py ./
+RUN pip install --no-cache-dir . && SECRET_KEY=build-only python manage.py collectstatic --noinput
+RUN useradd --system reviewhub
+USER reviewhub
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "reviewhub.asgi:application"]

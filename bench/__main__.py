@@ -1,0 +1,101 @@
+"""`python -m bench [NAME ...] [--quick]`: run benchmarks, write bench/results/latest.json and BENCHMARKS.md.
+
+Names: intake, claim, push, sockets, queue, layer (default: all, in that order). `--quick` runs each with
+smaller counts to check the harness works; its figures are not written to BENCHMARKS.md.
+The environment decides where it runs: DATABASE_URL (default the dedicated rh_bench database) and
+REDIS_URL (default Redis db 8); servers under test are started on free loopback ports.
+"""
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from bench import harness
+
+BENCHMARKS = {
+    "intake": "bench.intake",
+    "claim": "bench.claim",
+    "push": "bench.push",
+    "sockets": "bench.sockets",
+    "queue": "bench.queue_scale",
+    "layer": "bench.channel_layer",
+}
+BUDGET_SECONDS = 15 * 60
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help=f"benchmarks to run: {', '.join(BENCHMARKS)} (default all)")
+    parser.add_argument("--quick", action="store_true", help="small counts; results go to quick.json only")
+    parser.add_argument(
+        "--profile", action="store_true", help="sample each server under test with py-spy (bench/results/)"
+    )
+    args = parser.parse_args(argv)
+    names = args.names or list(BENCHMARKS)
+    unknown = [name for name in names if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+
+    # SIGTERM (timeout, Ctrl-C from a wrapper) unwinds like an exception, so every benchmark's `finally`
+    # stops its server and deletes its rows.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    harness.refuse_shared_database()
+    harness.raise_fd_limit()
+    harness.ensure_database()
+    harness.setup_django()
+
+    info = {**harness.machine(), "date": harness.now_iso()}
+    sys.stderr.write(
+        f"bench: {', '.join(names)} on {info['cores']} cores ({info['cpu']}), load {info['load_average']}\n"
+    )
+    started = time.monotonic()
+    reports: list[harness.Report] = []
+    for name in names:
+        module = importlib.import_module(BENCHMARKS[name])
+        progress = harness.Progress(name)
+        sys.stderr.write(f"\n== {module.TITLE}\n")
+        load_before = harness.load_average()
+        began = time.monotonic()
+        if args.profile:
+            os.environ["BENCH_PROFILE"] = name
+        try:
+            report = module.run(harness.Context(progress=progress, quick=args.quick))
+        except Exception as exc:  # one broken benchmark must not lose the others' figures
+            traceback.print_exc()
+            report = harness.Report(name, module.TITLE, error=f"{type(exc).__name__}: {exc}"[:300])
+        progress.finish()
+        report.seconds = time.monotonic() - began
+        report.load_before, report.load_after = load_before, harness.load_average()
+        reports.append(report)
+        for figure in report.figures:
+            mark = {True: "ok  ", False: "MISS", None: "    "}[figure.met]
+            ratio = f" ({figure.ratio:.2f}x baseline)" if figure.ratio is not None else ""
+            sys.stderr.write(
+                f"  {mark} {figure.label}: {figure.cell(figure.value)} {figure.unit}{ratio}  target {figure.target}\n"
+            )
+        if report.error:
+            sys.stderr.write(f"  FAILED: {report.error}\n")
+
+    total = time.monotonic() - started
+    results_file = harness.RESULTS / ("quick.json" if args.quick else "latest.json")
+    path = harness.write_results(reports, info, results_file)
+    if not args.quick:
+        import json
+
+        results = json.loads(path.read_text())["benchmarks"]
+        findings_file = Path(harness.REPO / "bench" / "findings.md")
+        findings = findings_file.read_text() if findings_file.exists() else ""
+        (harness.REPO / "BENCHMARKS.md").write_text(
+            harness.render_markdown(results, list(BENCHMARKS), findings)
+        )
+    sys.stderr.write(f"\nbench: {total:.0f} s (budget {BUDGET_SECONDS} s); figures in {path}\n")
+    return 0 if all(r.met for r in reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

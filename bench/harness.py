@@ -1,0 +1,566 @@
+"""The harness every benchmark uses: environment, servers under test, load loops, percentiles, the report.
+
+A benchmark module exposes `NAME`, `TITLE` and `run(ctx: Context) -> Report`. It builds its own rows (bulk
+inserts where it needs many), measures the figure and its same-run baseline, and deletes what it created.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+BENCH_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/rh_bench"
+BENCH_REDIS_URL = "redis://127.0.0.1:6379/8"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+# --- environment -----------------------------------------------------------------------------------------------
+
+
+def bench_env(**extra: str) -> dict[str, str]:
+    """The environment of every process the bench starts: bench settings, its database and Redis db."""
+    env = dict(os.environ)
+    env.setdefault("DATABASE_URL", BENCH_DATABASE_URL)
+    env.setdefault("REDIS_URL", BENCH_REDIS_URL)
+    env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def setup_django() -> None:
+    """Configure Django in this process (the load generator) for fixtures and database checks."""
+    os.environ.update({k: v for k, v in bench_env().items() if k in {"DATABASE_URL", "REDIS_URL"}})
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    import django
+
+    django.setup()
+
+
+def refuse_shared_database() -> None:
+    """The bench deletes what it creates in bulk: never let it loose on the test suite's database."""
+    name = os.environ.get("DATABASE_URL", BENCH_DATABASE_URL).rsplit("/", 1)[-1].split("?")[0]
+    if name in {"test", "postgres", "reviewhub"}:
+        raise SystemExit(f"refusing to benchmark against database {name!r}: use a dedicated one (rh_bench)")
+
+
+def ensure_database() -> None:
+    """Create the bench database if needed and bring its schema up to date."""
+    import psycopg
+
+    url = os.environ.get("DATABASE_URL", BENCH_DATABASE_URL)
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=REPO,
+        env=bench_env(),
+        check=True,
+    )
+
+
+def raise_fd_limit(wanted: int = 65536) -> int:
+    """Thousands of sockets need thousands of descriptors: lift the soft limit as far as the hard one allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "python": platform.python_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+# --- processes -------------------------------------------------------------------------------------------------
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of a process, from /proc (VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and all its threads so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Server:
+    """One ASGI server process under test (daphne or uvicorn) on a free loopback port, bench settings."""
+
+    def __init__(self, kind: str = "daphne", env: dict[str, str] | None = None) -> None:
+        self.kind = kind
+        self.port = free_port()
+        self.env = bench_env(**(env or {}))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = RESULTS / f"server-{kind}.log"
+        self.profiler: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def command(self) -> list[str]:
+        app = os.environ.get("BENCH_APP", "reviewhub.asgi:application")
+        if self.kind == "daphne":
+            return [
+                sys.executable,
+                "-m",
+                "bench.serve",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                app,
+            ]
+        if self.kind == "uvicorn":
+            return [
+                sys.executable,
+                "-m",
+                "bench.serve",
+                "uvicorn",
+                app,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+                "--backlog",
+                "4096",
+            ]
+        raise ValueError(f"unknown server {self.kind}")
+
+    def start(self, timeout: float = 30.0) -> "Server":
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            self.command(), cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited at start; see {self.log_path}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.base_url + "/healthz", timeout=2).status_code == 200:
+                    self.start_profiler()
+                    return self
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{self.kind} did not answer /healthz within {timeout:.0f} s; see {self.log_path}")
+
+    def start_profiler(self) -> None:
+        """With BENCH_PROFILE=<name> (`python -m bench --profile`), py-spy samples the server until it stops;
+        the collapsed stacks land in bench/results/profile-<name>-<server>.txt (speedscope/flamegraph input)."""
+        name = os.environ.get("BENCH_PROFILE")
+        if not name:
+            return
+        out = RESULTS / f"profile-{name}-{self.kind}-{self.port}.txt"
+        py_spy = Path(sys.executable).parent / "py-spy"
+        self.profiler = subprocess.Popen(
+            [
+                str(py_spy),
+                "record",
+                "-p",
+                str(self.pid),
+                "-r",
+                "100",
+                "-f",
+                "raw",
+                "-o",
+                str(out),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        if self.profiler is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.profiler.wait(timeout=20)  # py-spy writes its file when the process it samples exits
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --- statistics ------------------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Linear-interpolated percentile (p in 0..100); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary_ms(seconds: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in seconds]
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p95_ms": round(percentile(ms, 95), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "max_ms": round(max(ms), 2) if ms else float("nan"),
+    }
+
+
+@dataclass
+class LoadResult:
+    """What a closed-loop run measured: latencies of successful calls, failures, wall time, server CPU."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    server_cpu: float = 0.0
+
+    @property
+    def ok(self) -> int:
+        return len(self.latencies)
+
+    @property
+    def rate(self) -> float:
+        return self.ok / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_ms_per_call(self) -> float:
+        return 1000 * self.server_cpu / self.ok if self.ok else float("nan")
+
+
+async def closed_loop(
+    call: Callable[[int], Awaitable[None]],
+    *,
+    workers: int,
+    max_calls: int,
+    max_seconds: float,
+    progress: "Progress | None" = None,
+    server_pid: int | None = None,
+) -> LoadResult:
+    """`workers` clients each await `call(worker)` back to back until `max_calls` or `max_seconds` is reached.
+
+    A call that raises counts as an error (a few are kept as samples). Bounded by count and by time.
+    """
+    result = LoadResult()
+    issued = 0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    stop_at = started + max_seconds
+    cpu_before = cpu_seconds(server_pid) if server_pid else 0.0
+
+    async def worker(index: int) -> None:
+        nonlocal issued
+        while issued < max_calls and loop.time() < stop_at:
+            issued += 1
+            begin = loop.time()
+            try:
+                await call(index)
+            except Exception as exc:
+                result.errors += 1
+                if len(result.error_samples) < 5:
+                    result.error_samples.append(f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            result.latencies.append(loop.time() - begin)
+            if progress is not None:
+                progress.update(
+                    len(result.latencies), f"{len(result.latencies) / (loop.time() - started):.0f}/s"
+                )
+
+    await asyncio.gather(*(worker(i) for i in range(workers)))
+    result.seconds = loop.time() - started
+    if server_pid:
+        result.server_cpu = cpu_seconds(server_pid) - cpu_before
+    return result
+
+
+async def paced(
+    count: int, per_second: float, action: Callable[[int], Awaitable[None]], max_seconds: float
+) -> int:
+    """Open loop: start `action(i)` every 1/per_second s regardless of how long earlier ones take."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    tasks: list[asyncio.Task[None]] = []
+    for index in range(count):
+        due = started + index / per_second
+        if due - started > max_seconds:
+            break
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(action(index)))
+    # Whatever has not finished 30 s after the schedule ended is cancelled: the caller counts what completed.
+    _, late = await asyncio.wait(tasks, timeout=max(0.0, started + max_seconds + 30 - loop.time()) or 0.1)
+    for task in late:
+        task.cancel()
+    return len(tasks)
+
+
+# --- progress and report ---------------------------------------------------------------------------------------
+
+
+class Progress:
+    """One status line per phase on stderr: rewritten in place on a terminal, throttled lines otherwise."""
+
+    def __init__(self, bench: str) -> None:
+        self.bench = bench
+        self.phase = ""
+        self.total: int | None = None
+        self.tty = sys.stderr.isatty()
+        self._last = 0.0
+
+    def start(self, phase: str, total: int | None = None) -> "Progress":
+        self.finish()
+        self.phase, self.total, self._last = phase, total, 0.0
+        self._write(f"{phase} ...", force=True)
+        return self
+
+    def update(self, done: int, extra: str = "") -> None:
+        of = f"/{self.total}" if self.total else ""
+        self._write(f"{self.phase}: {done}{of} {extra}".rstrip())
+
+    def note(self, text: str) -> None:
+        self.finish()
+        sys.stderr.write(f"  [{self.bench}] {text}\n")
+
+    def finish(self) -> None:
+        if self.phase and self.tty:
+            sys.stderr.write("\n")
+        self.phase = ""
+
+    def _write(self, text: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < (0.2 if self.tty else 5.0):
+            return
+        self._last = now
+        line = f"  [{self.bench}] {text}"
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+@dataclass
+class Figure:
+    """One row of BENCHMARKS.md: a measured value, its target, and its same-run baseline where it has one."""
+
+    label: str
+    value: float
+    unit: str
+    target: str
+    met: bool | None
+    baseline: float | None = None
+    baseline_label: str = ""
+    ratio: float | None = None
+
+    def cell(self, number: float | None) -> str:
+        if number is None:
+            return "-"
+        if float(number).is_integer() and abs(number) < 1e6:
+            return f"{int(number):,}"
+        if abs(number) >= 100:
+            return f"{number:,.0f}"
+        return f"{number:.3g}" if abs(number) < 10 else f"{number:.1f}"
+
+
+@dataclass
+class Report:
+    name: str
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    load_before: float = 0.0
+    load_after: float = 0.0
+    error: str = ""
+
+    def add(self, *figures: Figure) -> None:
+        self.figures.extend(figures)
+
+    @property
+    def met(self) -> bool:
+        return not self.error and all(f.met is not False for f in self.figures)
+
+
+@dataclass
+class Context:
+    """What `python -m bench` hands each benchmark."""
+
+    progress: Progress
+    quick: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def write_results(reports: list[Report], info: dict[str, Any], path: Path | None = None) -> Path:
+    """Merge these reports into bench/results/latest.json (one run of one benchmark keeps the others)."""
+    path = path or RESULTS / "latest.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existing: dict[str, Any] = {}
+    if path.exists():
+        with contextlib.suppress(ValueError):
+            existing = json.loads(path.read_text())
+    benchmarks = existing.get("benchmarks", {})
+    for report in reports:
+        entry = asdict(report)
+        entry["machine"] = info
+        entry["date"] = info["date"]
+        benchmarks[report.name] = entry
+    path.write_text(json.dumps({"benchmarks": benchmarks}, indent=2, default=str) + "\n")
+    return path
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@contextlib.contextmanager
+def timed() -> Iterator[Callable[[], float]]:
+    started = time.monotonic()
+    yield lambda: time.monotonic() - started
+
+
+# --- BENCHMARKS.md -----------------------------------------------------------------------------------------------
+
+
+def render_markdown(results: dict[str, Any], order: list[str], findings: str) -> str:
+    """BENCHMARKS.md from latest.json: one table row per figure, then each benchmark's notes, then findings."""
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`python -m bench`) from `bench/results/latest.json`; do not edit by hand "
+        "(the analysis below the table comes from `bench/findings.md`).",
+        "",
+        "Every target is a ratio against a baseline measured in the same run, or a count noise cannot fake: "
+        "absolute figures on this 2-core machine are noisy, and while these ran other engineers were running "
+        "their test suites on it (the load average before and after each benchmark is listed). PostgreSQL "
+        "with fsync on, Redis, everything on loopback.",
+        "",
+        "| # | figure | measured | target | baseline | ratio | met | machine | date |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    names = [n for n in order if n in results] + [n for n in results if n not in order]
+    for number, name in enumerate(names, 1):
+        entry = results[name]
+        info = entry.get("machine", {})
+        where = f"{info.get('cores', '?')} cores, load {entry.get('load_before', '?')}→{entry.get('load_after', '?')}"
+        if entry.get("error"):
+            lines.append(
+                f"| {number} | **{entry['title']}: failed** ({entry['error']}) | | | | | ✗ | {where} | {entry.get('date', '')} |"
+            )
+        for fig in entry.get("figures", []):
+            figure = Figure(**fig)
+            value = f"{figure.cell(figure.value)} {figure.unit}".strip()
+            baseline = (
+                f"{figure.cell(figure.baseline)} {figure.unit} ({figure.baseline_label})".strip()
+                if figure.baseline is not None
+                else "-"
+            )
+            ratio = f"{figure.ratio:.2f}x" if figure.ratio is not None else "-"
+            met = {True: "✓", False: "✗", None: "-"}[figure.met]
+            lines.append(
+                f"| {number} | {figure.label} | {value} | {figure.target} | {baseline} | {ratio} | {met} "
+                f"| {where} | {entry.get('date', '')} |"
+            )
+    any_entry = next(iter(results.values()), {})
+    info = any_entry.get("machine", {})
+    lines += [
+        "",
+        f"Machine: {info.get('cores', '?')} cores ({info.get('cpu', '?')}), {info.get('memory_gib', '?')} GiB, "
+        f"Python {info.get('python', '?')}.",
+        "",
+        "## Per benchmark",
+        "",
+    ]
+    for name in names:
+        entry = results[name]
+        lines.append(f"### {entry['title']} (`python -m bench {name}`, {entry.get('seconds', 0):.0f} s)")
+        lines.append("")
+        lines += [f"- {note}" for note in entry.get("notes", [])]
+        if entry.get("details"):
+            lines += [
+                "",
+                "<details><summary>raw figures</summary>",
+                "",
+                "```json",
+                json.dumps(entry["details"], indent=1, default=str)[:6000],
+                "```",
+                "",
+                "</details>",
+            ]
+        lines.append("")
+    if findings.strip():
+        lines += [findings.strip(), ""]
+    return "\n".join(lines)

@@ -1,0 +1,325 @@
+"""#3 Push latency: from the commit of a reviewer's answer to the waiting agent's WebSocket frame.
+
+1,000 idle agent sockets (one agent each) stay open on the server; 20 waiting agents subscribe to their
+claimed requests; requests are answered at 100/s through `bench/respond/<id>` (the real `services.respond`,
+reporting the moment its transaction committed, on CLOCK_MONOTONIC, which every process on the machine
+shares). Latency = frame received - commit. The long-poll fallback is measured the same way (the long-poll
+for each request starts 1 s before its answer). Baseline: a bare Redis PUBLISH -> subscriber hop in the
+same run, same rate.
+"""
+
+import asyncio
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import redis.asyncio as aioredis
+import websockets
+
+from bench import fixtures
+from bench.harness import Context, Figure, Report, Server, paced, percentile, raise_fd_limit, summary_ms
+
+NAME = "push"
+TITLE = "Push latency: answer commit to agent frame"
+PREFIX = "bench-push"
+RATE = 100.0
+IDLE_SOCKETS = 1000
+WAITING_AGENTS = 20
+IN_FLIGHT = 16
+UNBOUND_RATES = {"AGENT_RATE": "100000000/min", "REVIEWER_RATE": "100000000/min"}
+
+
+def run(ctx: Context) -> Report:
+    report = Report(NAME, TITLE)
+    raise_fd_limit()
+    idle = 200 if ctx.quick else IDLE_SOCKETS
+    ws_count, lp_count = (200, 100) if ctx.quick else (1000, 300)
+    fixtures.purge(PREFIX)
+    try:
+        queue = fixtures.create_queue(PREFIX)
+        ctx.progress.start(f"creating {idle + WAITING_AGENTS} agents")
+        idle_agents = fixtures.create_agents(PREFIX + "-idle", idle, queue)
+        waiting = fixtures.create_agents(PREFIX + "-wait", WAITING_AGENTS, queue)
+        reviewer = fixtures.create_reviewers(PREFIX, 1, queue)[0]
+        ws_ids = claimed_requests(queue, waiting, reviewer.id, ws_count)
+        lp_ids = claimed_requests(queue, waiting, reviewer.id, lp_count)
+        with Server("daphne", env=UNBOUND_RATES) as server:
+            result = asyncio.run(measure(ctx, server, idle_agents, waiting, reviewer.id, ws_ids, lp_ids))
+    finally:
+        fixtures.purge(PREFIX)
+
+    ws, lp, hop = result["ws"], result["lp"], result["hop"]
+    ws_p50, ws_p99 = percentile(ws, 50) * 1000, percentile(ws, 99) * 1000
+    hop_p50, hop_p99 = percentile(hop, 50) * 1000, percentile(hop, 99) * 1000
+    lp_p50 = percentile(lp, 50) * 1000
+    report.add(
+        Figure(
+            "WebSocket push p50, 100 answers/s",
+            ws_p50,
+            "ms",
+            "≤ 10 ms",
+            ws_p50 <= 10,
+            hop_p50,
+            "bare Redis hop",
+            ws_p50 / hop_p50,
+        ),
+        Figure(
+            "WebSocket push p99, 100 answers/s",
+            ws_p99,
+            "ms",
+            "≤ 50 ms",
+            ws_p99 <= 50,
+            hop_p99,
+            "bare Redis hop",
+            ws_p99 / hop_p99,
+        ),
+        Figure(
+            "long-poll answer p50",
+            lp_p50,
+            "ms",
+            "≤ 2x WebSocket p50",
+            lp_p50 <= 2 * ws_p50,
+            ws_p50,
+            "WebSocket p50",
+            lp_p50 / ws_p50,
+        ),
+        Figure(
+            "answers never pushed (WebSocket + long-poll)",
+            result["ws_missing"] + result["lp_missing"],
+            "",
+            "0",
+            result["ws_missing"] + result["lp_missing"] == 0,
+        ),
+        Figure(
+            "answers committed per second (offered 100/s)",
+            result["rate"],
+            "/s",
+            "≥ 95/s (the load is really offered)",
+            result["rate"] >= 95,
+        ),
+        Figure(
+            f"idle agent sockets open during the run (of {idle:,})",
+            result["idle_open"],
+            "",
+            f"{idle:,}",
+            result["idle_open"] == idle,
+        ),
+    )
+    report.details = {
+        "websocket": summary_ms(ws),
+        "long_poll": summary_ms(lp),
+        "redis_hop": summary_ms(hop),
+        "answer_http_errors": result["answer_errors"],
+        "ws_missing": result["ws_missing"],
+        "lp_missing": result["lp_missing"],
+        "achieved_answer_rate": result["rate"],
+        "long_poll_outcomes_other_than_completed": result["long_poll_outcomes_other_than_completed"],
+    }
+    report.notes.append(
+        f"{len(ws_ids)} answers pushed over WebSocket and {len(lp_ids)} over long-poll at {RATE:.0f}/s "
+        f"(achieved {result['rate']:.0f}/s) with {result['idle_open']:,} idle agent sockets open; "
+        f"20 waiting agents; at most {IN_FLIGHT} answers in flight; one daphne process; clients in one asyncio process."
+    )
+    return report
+
+
+def claimed_requests(
+    queue: Any, agents: list[fixtures.Credential], reviewer_id: int, count: int
+) -> list[tuple[int, str]]:
+    """`count` requests claimed by the reviewer, spread over the waiting agents: [(agent index, id)]."""
+    from elicitation.models import ElicitationRequest
+
+    per_agent = count // len(agents)
+    found: list[tuple[int, str]] = []
+    for index, agent in enumerate(agents):
+        before = set(ElicitationRequest.objects.filter(agent_id=agent.id).values_list("id", flat=True))
+        fixtures.bulk_requests(queue, agent.id, per_agent, claimed_by=reviewer_id)
+        rows = ElicitationRequest.objects.filter(agent_id=agent.id).exclude(id__in=before)
+        found += [(index, str(pk)) for pk in rows.values_list("id", flat=True)]
+    # Interleave agents, so consecutive answers go to different sockets.
+    found.sort(key=lambda item: item[1])
+    return found
+
+
+async def open_socket(url: str, key: str) -> Any:
+    socket = await websockets.connect(
+        url, additional_headers={"Authorization": f"Bearer {key}"}, open_timeout=30, max_queue=None
+    )
+    hello = json.loads(await asyncio.wait_for(socket.recv(), 30))
+    if hello.get("type") != "hello":
+        raise RuntimeError(f"unexpected first frame {hello}")
+    return socket
+
+
+async def measure(
+    ctx: Context,
+    server: Server,
+    idle_agents: list[fixtures.Credential],
+    waiting: list[fixtures.Credential],
+    reviewer_id: int,
+    ws_ids: list[tuple[int, str]],
+    lp_ids: list[tuple[int, str]],
+) -> dict[str, Any]:
+    url = server.ws_url + "/ws/agent/"
+    ctx.progress.start(f"opening {len(idle_agents)} idle agent sockets", len(idle_agents))
+    gate = asyncio.Semaphore(32)
+    idle_sockets: list[Any] = []
+
+    async def open_idle(agent: fixtures.Credential) -> None:
+        async with gate:
+            idle_sockets.append(await open_socket(url, agent.key))
+            ctx.progress.update(len(idle_sockets))
+
+    await asyncio.gather(*(open_idle(a) for a in idle_agents), return_exceptions=True)
+
+    received: dict[str, float] = {}
+    sockets = [await open_socket(url, agent.key) for agent in waiting]
+
+    async def read(socket: Any) -> None:
+        async for frame in socket:
+            data = json.loads(frame)
+            if data.get("type") in {"completed", "expired"}:
+                received.setdefault(data["id"], time.monotonic())
+
+    ctx.progress.start("subscribing")
+    by_agent: dict[int, list[str]] = {}
+    for index, request_id in ws_ids:
+        by_agent.setdefault(index, []).append(request_id)
+    for index, ids in by_agent.items():
+        for start in range(0, len(ids), 500):
+            await sockets[index].send(json.dumps({"type": "subscribe", "ids": ids[start : start + 500]}))
+    # Drain the subscribe replies (one `state` frame per id) before anything is timed.
+    for index, ids in by_agent.items():
+        for _ in ids:
+            await asyncio.wait_for(sockets[index].recv(), 30)
+    readers = [asyncio.ensure_future(read(socket)) for socket in sockets]
+
+    limits = httpx.Limits(max_connections=600, max_keepalive_connections=600)
+    committed: dict[str, float] = {}
+    answer_errors = 0
+    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60) as client:
+        # Reviewers answer at most IN_FLIGHT at a time: a server that cannot keep up with 100/s then answers
+        # slower (the achieved rate is reported) instead of drowning its event loop in queued requests, which
+        # would measure the backlog rather than the push.
+        in_flight = asyncio.Semaphore(IN_FLIGHT)
+
+        async def answer(request_id: str) -> None:
+            nonlocal answer_errors
+            async with in_flight:
+                response = await client.post(
+                    f"/bench/respond/{request_id}", headers={"X-Bench-User": str(reviewer_id)}
+                )
+            if response.status_code != 200:
+                answer_errors += 1
+                return
+            committed[request_id] = response.json()["committed_at"]
+
+        ctx.progress.start(f"answering {len(ws_ids)} at {RATE:.0f}/s (WebSocket)", len(ws_ids))
+        started = time.monotonic()
+
+        async def answer_ws(index: int) -> None:
+            await answer(ws_ids[index][1])
+            ctx.progress.update(len(committed))
+
+        await paced(len(ws_ids), RATE, answer_ws, max_seconds=len(ws_ids) / RATE + 5)
+        rate = len(committed) / (time.monotonic() - started)
+        await asyncio.sleep(2)  # frames still in flight
+        ws = [received[i] - committed[i] for _, i in ws_ids if i in received and i in committed]
+        ws_missing = sum(1 for _, i in ws_ids if i in committed and i not in received)
+        for reader in readers:
+            reader.cancel()
+
+        ctx.progress.start(f"answering {len(lp_ids)} at {RATE:.0f}/s (long-poll)", len(lp_ids))
+        answered_at: dict[str, float] = {}
+        keys = {index: agent.key for index, agent in enumerate(waiting)}
+
+        async def long_poll(index: int, request_id: str) -> None:
+            try:
+                response = await client.get(
+                    f"/api/v1/requests/{request_id}",
+                    params={"wait": 20},
+                    headers={"Authorization": f"Bearer {keys[index]}"},
+                )
+            except httpx.HTTPError as exc:
+                poll_outcomes[type(exc).__name__] += 1
+                return
+            status = response.json().get("status") if response.status_code == 200 else None
+            if status == "completed":
+                answered_at[request_id] = time.monotonic()
+            else:
+                poll_outcomes[f"{response.status_code} {status}"] += 1
+
+        polls: list[asyncio.Task[None]] = []
+        poll_outcomes: Counter[str] = Counter()
+
+        async def answer_lp(index: int) -> None:
+            # The long-poll for request i starts 1 s before it is answered: ~100 waiting at any moment.
+            if index + int(RATE) < len(lp_ids):
+                agent_index, request_id = lp_ids[index + int(RATE)]
+                polls.append(asyncio.ensure_future(long_poll(agent_index, request_id)))
+            await answer(lp_ids[index][1])
+            ctx.progress.update(len(answered_at))
+
+        for agent_index, request_id in lp_ids[: int(RATE)]:
+            polls.append(asyncio.ensure_future(long_poll(agent_index, request_id)))
+        await asyncio.sleep(1.0)
+        await paced(len(lp_ids), RATE, answer_lp, max_seconds=len(lp_ids) / RATE + 5)
+        _, unanswered = await asyncio.wait(polls, timeout=30)
+        for poll in unanswered:
+            poll.cancel()
+        poll_outcomes["still waiting after 30 s"] += len(unanswered)
+        lp = [answered_at[i] - committed[i] for _, i in lp_ids if i in answered_at and i in committed]
+        lp_missing = sum(1 for _, i in lp_ids if i in committed and i not in answered_at)
+
+    idle_open = sum(1 for s in idle_sockets if s.state.name == "OPEN")
+    ctx.progress.start("closing sockets")
+    await asyncio.gather(*(s.close() for s in idle_sockets + sockets), return_exceptions=True)
+
+    ctx.progress.start("bare Redis hop baseline")
+    hop = await redis_hop(server.env["REDIS_URL"], len(ws_ids))
+    return {
+        "ws": ws,
+        "lp": lp,
+        "hop": hop,
+        "ws_missing": ws_missing,
+        "lp_missing": lp_missing,
+        "answer_errors": answer_errors,
+        "idle_open": idle_open,
+        "rate": rate,
+        "long_poll_outcomes_other_than_completed": dict(poll_outcomes),
+    }
+
+
+async def redis_hop(url: str, count: int) -> list[float]:
+    """PUBLISH a timestamp at RATE/s; the subscriber's receive time minus it is one bare Redis hop."""
+    publisher = aioredis.Redis.from_url(url)
+    subscriber = aioredis.Redis.from_url(url)
+    pubsub = subscriber.pubsub()
+    channel = "rhbench.hop"
+    await pubsub.subscribe(channel)
+    latencies: list[float] = []
+
+    async def listen() -> None:
+        async for message in pubsub.listen():
+            if message["type"] == "message":
+                latencies.append(time.monotonic() - float(message["data"]))
+                if len(latencies) >= count:
+                    return
+
+    listener = asyncio.ensure_future(listen())
+
+    async def publish(index: int) -> None:
+        await publisher.publish(channel, repr(time.monotonic()))
+
+    await paced(count, RATE, publish, max_seconds=count / RATE + 5)
+    try:
+        await asyncio.wait_for(listener, 5)
+    except TimeoutError:
+        listener.cancel()
+    await pubsub.unsubscribe(channel)
+    await pubsub.aclose()
+    await publisher.aclose()
+    await subscriber.aclose()
+    return latencies

@@ -1,0 +1,51 @@
+"""Bench-only views, mounted by bench/urls.py and never by reviewhub/urls.py.
+
+- `baseline_insert`: the floor for intake, a plain Django view that parses the same JSON body and inserts the
+  same single row, with no authentication, validation, audit row or push. Intake's cost is judged against it.
+- `respond_and_time_commit`: answers a claimed request through the real service (`services.respond`) and reports
+  the moment its transaction committed, so push latency is measured from the commit, not from the HTTP reply.
+"""
+
+import json
+import time
+from datetime import timedelta
+from uuid import UUID
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from elicitation import clock, services
+from elicitation.models import ElicitationRequest
+
+
+@csrf_exempt
+@require_POST
+def baseline_insert(request: HttpRequest) -> JsonResponse:
+    body = json.loads(request.body)
+    row = ElicitationRequest.objects.create(
+        queue_id=int(request.headers["X-Bench-Queue"]),
+        agent_id=int(request.headers["X-Bench-Agent"]),
+        message=body["message"],
+        mode=body.get("mode", "form"),
+        requested_schema=body.get("requestedSchema"),
+        context=body.get("context") or {},
+        priority=body.get("priority", 0),
+        deadline=clock.now() + timedelta(seconds=body.get("expiresIn", 3600)),
+    )
+    return JsonResponse({"id": str(row.id), "status": row.status}, status=201)
+
+
+@csrf_exempt
+@require_POST
+def respond_and_time_commit(request: HttpRequest, request_id: UUID) -> JsonResponse:
+    user = get_user_model().objects.get(pk=int(request.headers["X-Bench-User"]))
+    committed: list[float] = []
+    with transaction.atomic():
+        # Registered before the service's own hooks, so it runs first after COMMIT, before the push is sent.
+        # time.monotonic() is CLOCK_MONOTONIC: one clock for every process on this machine.
+        transaction.on_commit(lambda: committed.append(time.monotonic()))
+        services.respond(request_id, user=user, action="decline")
+    return JsonResponse({"id": str(request_id), "committed_at": committed[0]})

@@ -1,0 +1,133 @@
+"""Bearer-key authentication for agents (`rh_…`) and reviewer scripts (`rhr_…`)."""
+
+from typing import Any
+
+from django.http import HttpRequest
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions, permissions
+from rest_framework.request import Request
+
+from elicitation.keys import key_matches, split_prefix
+from elicitation.models import Agent, ReviewerToken
+
+
+def bearer_token(headers: Any) -> str | None:
+    header = headers.get("Authorization") or headers.get("authorization") or ""
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def agent_for_key(full_key: str) -> Agent | None:
+    """The active agent owning this key, or None. The prefix finds the row; the HMAC comparison is constant-time."""
+    prefix = split_prefix(full_key, "rh")
+    if prefix is None:
+        return None
+    agent = Agent.objects.filter(key_prefix=prefix).first()
+    if agent is None or not key_matches(full_key, agent.key_hash) or not agent.is_active:
+        return None
+    return agent
+
+
+def agent_for_http_request(request: HttpRequest) -> Agent | None:
+    token = bearer_token(request.headers)
+    return agent_for_key(token) if token else None
+
+
+class AgentKeyAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
+        token = bearer_token(request.headers)
+        if token is None or not token.startswith("rh_"):
+            return None
+        agent = agent_for_key(token)
+        if agent is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked agent key.")
+        return (AgentUser(agent), agent)
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="reviewhub"'
+
+
+class AgentUser:
+    """Stands in for request.user on agent calls, so nothing mistakes an agent for a reviewer."""
+
+    is_authenticated = True
+    is_staff = False
+    is_anonymous = False
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.pk = None
+
+    def __str__(self) -> str:
+        return f"agent:{self.agent.name}"
+
+
+class ReviewerTokenAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
+        token = bearer_token(request.headers)
+        if token is None or not token.startswith("rhr_"):
+            return None
+        prefix = split_prefix(token, "rhr")
+        row = (
+            ReviewerToken.objects.select_related("user").filter(key_prefix=prefix).first() if prefix else None
+        )
+        if (
+            row is None
+            or row.revoked_at is not None
+            or not key_matches(token, row.key_hash)
+            or not row.user.is_active
+        ):
+            raise exceptions.AuthenticationFailed("Invalid or revoked reviewer token.")
+        return (row.user, row)
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="reviewhub"'
+
+
+class SessionAuthentication(authentication.SessionAuthentication):
+    """Session auth that still answers 401 (not 403) when nobody is logged in."""
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Session realm="reviewhub"'
+
+
+class IsAgent(permissions.BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return isinstance(request.auth, Agent)
+
+
+class IsReviewer(permissions.BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        return bool(user is not None and not isinstance(user, AgentUser) and user.is_authenticated)
+
+
+# OpenAPI security schemes for the classes above, so /api/schema/ says how each operation authenticates.
+class AgentKeyScheme(OpenApiAuthenticationExtension):
+    target_class = AgentKeyAuthentication
+    name = "agentKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "Agent key (`rh_…`), shown once at creation.",
+        }
+
+
+class ReviewerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = ReviewerTokenAuthentication
+    name = "reviewerToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "Reviewer script token (`rhr_…`)."}
+
+
+class ReviewerSessionScheme(OpenApiAuthenticationExtension):
+    target_class = SessionAuthentication
+    name = "reviewerSession"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "apiKey", "in": "cookie", "name": "sessionid", "description": "A signed-in reviewer."}

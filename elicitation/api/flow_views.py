@@ -1,0 +1,143 @@
+"""Hosted secret flows for agents holding the `flows:secrets` scope: open a flow, read its state, retrieve its
+value once. The retrieve response is the only response that ever carries a flow's values."""
+
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.views.decorators.debug import sensitive_variables
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from elicitation import flows, services
+from elicitation.api.agent_views import AgentAPIView
+from elicitation.api.serializers import MAX_EXPIRES_IN, ErrorSerializer, StrictSerializer, http_url
+from elicitation.exceptions import InvalidInput
+from elicitation.models import HostedFlow
+
+ERRORS = {code: OpenApiResponse(ErrorSerializer) for code in (400, 401, 403, 404, 409, 410)}
+
+
+class CreateFlowSerializer(StrictSerializer):
+    message = serializers.CharField(max_length=settings.MAX_MESSAGE_LENGTH, trim_whitespace=False)
+    requestedSchema = serializers.DictField(
+        help_text='MCP requestedSchema subset; text properties may carry "sensitive": true.'
+    )
+    queue = serializers.SlugField(max_length=64)
+    elicitationId = serializers.CharField(required=False, max_length=200)
+    priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
+    expiresIn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_EXPIRES_IN)
+    context = serializers.DictField(required=False)  # type: ignore[assignment]  # DRF pops declared fields
+    callbackUrl = serializers.CharField(required=False, max_length=2048, validators=[http_url])
+
+
+class UrlElicitationSerializer(serializers.Serializer):
+    """The MCP ElicitRequestURLParams an MCP server sends its client for this flow."""
+
+    mode = serializers.CharField()
+    message = serializers.CharField()
+    url = serializers.CharField()
+    elicitationId = serializers.CharField()
+
+
+class FlowSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    url = serializers.SerializerMethodField()
+    requestId = serializers.UUIDField(source="request_id")
+    status = serializers.CharField(help_text="open, submitted, retrieved, expired or purged")
+    requestStatus = serializers.CharField(source="request.status")
+    queue = serializers.CharField(source="request.queue.slug")
+    message = serializers.CharField(source="request.message")
+    requestedSchema = serializers.JSONField(source="requested_schema")
+    createdAt = serializers.DateTimeField(source="created_at")
+    deadline = serializers.DateTimeField(source="request.deadline")
+    submittedAt = serializers.DateTimeField(source="submitted_at", allow_null=True)
+    retrievedAt = serializers.DateTimeField(source="retrieved_at", allow_null=True)
+    elicitation = serializers.SerializerMethodField()
+
+    def get_url(self, flow: HostedFlow) -> str:
+        return flows.flow_url(flow.pk)
+
+    @extend_schema_field(UrlElicitationSerializer)
+    def get_elicitation(self, flow: HostedFlow) -> dict[str, Any]:
+        return {
+            "mode": "url",
+            "message": flow.request.message,
+            "url": flows.flow_url(flow.pk),
+            "elicitationId": flow.request.elicitation_id,
+        }
+
+
+class RetrievedFlowSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    content = serializers.DictField(help_text="The submitted values, MCP content shape. Returned once.")
+
+
+class FlowAPIView(AgentAPIView):
+    def check_permissions(self, request: Request) -> None:
+        super().check_permissions(request)
+        flows.require_flows_scope(self.agent)
+
+
+class FlowListView(FlowAPIView):
+    @extend_schema(
+        operation_id="flows_create",
+        request=CreateFlowSerializer,
+        parameters=[
+            OpenApiParameter("Idempotency-Key", {"type": "string", "maxLength": 200}, OpenApiParameter.HEADER)
+        ],
+        responses={201: FlowSerializer, 200: FlowSerializer, **ERRORS},
+        summary="Open a hosted secret flow (a URL-mode request whose URL is ReviewHub's own flow page)",
+    )
+    def post(self, request: Request) -> Response:
+        body = CreateFlowSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        idempotency_key = request.headers.get("Idempotency-Key") or None
+        if idempotency_key is not None and len(idempotency_key) > 200:
+            raise InvalidInput("Idempotency-Key is too long.", {"Idempotency-Key": "at most 200 characters"})
+        flow, created = flows.create_hosted_flow(
+            agent=self.agent,
+            queue_slug=data["queue"],
+            message=data["message"],
+            requested_schema=data["requestedSchema"],
+            context=data.get("context"),
+            callback_url=data.get("callbackUrl", ""),
+            priority=data["priority"],
+            expires_in=data.get("expiresIn"),
+            elicitation_id=data.get("elicitationId", ""),
+            idempotency_key=idempotency_key,
+            # Marked as a flow body so the same key and body on /requests is a conflict, not a replay.
+            fingerprint=services.body_fingerprint({"flow": request.data}) if idempotency_key else "",
+        )
+        return Response(
+            FlowSerializer(flow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
+
+
+class FlowDetailView(FlowAPIView):
+    @extend_schema(
+        operation_id="flows_retrieve_state",
+        responses={200: FlowSerializer, **ERRORS},
+        summary="A flow's state (never its values)",
+    )
+    def get(self, request: Request, flow_id: UUID) -> Response:
+        flow = flows.flow_state(flows.agent_flow(self.agent, flow_id).pk)
+        return Response(FlowSerializer(flow).data)
+
+
+class FlowRetrieveView(FlowAPIView):
+    @extend_schema(
+        operation_id="flows_retrieve",
+        request=None,
+        responses={200: RetrievedFlowSerializer, **ERRORS},
+        summary="Fetch the submitted values once; the stored ciphertext is destroyed (then 410)",
+    )
+    @sensitive_variables()
+    def post(self, request: Request, flow_id: UUID) -> Response:
+        content = flows.retrieve_hosted_flow(flow_id, agent=self.agent)
+        response = Response({"id": str(flow_id), "content": content})
+        response["Cache-Control"] = "no-store"
+        return response

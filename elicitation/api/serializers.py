@@ -1,0 +1,186 @@
+"""Envelopes of the REST API. Serializers check shapes; services check the domain."""
+
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import URLValidator
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from elicitation.models import Action, DraftState, ElicitationRequest, Mode
+
+http_url = URLValidator(schemes=["http", "https"])
+MAX_EXPIRES_IN = 30 * 24 * 3600
+# MCP params may carry protocol metadata we store nowhere; anything else unknown is a typo worth a 400.
+IGNORED_KEYS = {"_meta"}
+
+
+class StrictSerializer(serializers.Serializer):
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = set(data) - set(self.fields) - IGNORED_KEYS
+            if unknown:
+                raise serializers.ValidationError({key: ["unknown field"] for key in sorted(unknown)})
+        return super().to_internal_value(data)
+
+
+# The core of the MCP requestedSchema subset, for the OpenAPI document and generated clients. The server accepts
+# the whole subset (enum/oneOf selects, multi-selects, formats, bounds, defaults) and names the path of anything
+# outside it in a 400.
+PRIMITIVE_PROPERTY = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": {"type": "string", "enum": ["string", "number", "integer", "boolean"]},
+        "title": {"type": "string", "maxLength": 200},
+        "description": {"type": "string", "maxLength": 2000},
+    },
+}
+REQUESTED_SCHEMA = {
+    "type": "object",
+    "description": "MCP ElicitRequest requestedSchema: a flat object of primitive properties.",
+    "required": ["type", "properties"],
+    "properties": {
+        "type": {"type": "string", "enum": ["object"]},
+        "properties": {
+            "type": "object",
+            "maxProperties": 50,
+            "additionalProperties": PRIMITIVE_PROPERTY,
+        },
+        "required": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+@extend_schema_field(REQUESTED_SCHEMA)
+class RequestedSchemaField(serializers.DictField):
+    pass
+
+
+class CreateRequestSerializer(StrictSerializer):
+    message = serializers.CharField(max_length=settings.MAX_MESSAGE_LENGTH, trim_whitespace=False)
+    mode = serializers.ChoiceField(choices=Mode.choices, default=Mode.FORM)
+    requestedSchema = RequestedSchemaField(required=False)
+    url = serializers.CharField(required=False, max_length=2048, validators=[http_url])
+    elicitationId = serializers.CharField(required=False, max_length=200)
+    queue = serializers.SlugField(max_length=64)
+    priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
+    expiresIn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_EXPIRES_IN)
+    context = serializers.DictField(required=False)  # type: ignore[assignment]  # DRF pops declared fields
+    callbackUrl = serializers.CharField(required=False, max_length=2048, validators=[http_url])
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["mode"] == Mode.FORM:
+            if "requestedSchema" not in attrs:
+                raise serializers.ValidationError({"requestedSchema": "is required in form mode"})
+            if "url" in attrs:
+                raise serializers.ValidationError({"url": "only allowed in url mode"})
+        else:
+            if "url" not in attrs:
+                raise serializers.ValidationError({"url": "is required in url mode"})
+            if "requestedSchema" in attrs:
+                raise serializers.ValidationError({"requestedSchema": "only allowed in form mode"})
+        return attrs
+
+
+class ElicitResultSerializer(serializers.Serializer):
+    """MCP ElicitResult: content only on accept of a form."""
+
+    action = serializers.ChoiceField(choices=Action.choices)
+    content = serializers.DictField(required=False)
+
+
+class RequestSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.CharField()
+    queue = serializers.CharField(source="queue.slug")
+    mode = serializers.CharField()
+    message = serializers.CharField()
+    requestedSchema = serializers.JSONField(source="requested_schema", allow_null=True)
+    url = serializers.CharField()
+    elicitationId = serializers.CharField(source="elicitation_id")
+    priority = serializers.IntegerField()
+    context = serializers.JSONField()  # type: ignore[assignment]
+    createdAt = serializers.DateTimeField(source="created_at")
+    deadline = serializers.DateTimeField()
+    closedAt = serializers.DateTimeField(source="closed_at", allow_null=True)
+    result = serializers.SerializerMethodField()
+
+    @extend_schema_field(ElicitResultSerializer(allow_null=True))
+    def get_result(self, request: ElicitationRequest) -> dict[str, Any] | None:
+        return request.result()
+
+
+class AgentEventSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    id = serializers.UUIDField()
+    cursor = serializers.IntegerField()
+    status = serializers.CharField()
+    result = ElicitResultSerializer(required=False)
+
+
+class EventFeedSerializer(serializers.Serializer):
+    events = AgentEventSerializer(many=True)
+    cursor = serializers.IntegerField(help_text="Pass as `after` to continue the feed.")
+
+
+class UrlFlowCompleteSerializer(StrictSerializer):
+    elicitationId = serializers.CharField(required=False, max_length=200)
+    requestId = serializers.UUIDField(required=False)
+
+
+class QuestionSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    required = serializers.BooleanField()  # type: ignore[assignment]
+    format = serializers.CharField(allow_null=True)
+    min = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+    default = serializers.JSONField(allow_null=True)
+    options = serializers.ListField(child=serializers.DictField())
+
+
+class DraftSerializer(serializers.Serializer):
+    question = serializers.CharField(source="question_id")
+    value = serializers.JSONField(allow_null=True)
+    state = serializers.ChoiceField(choices=DraftState.choices)
+    updatedBy = serializers.CharField(source="updated_by.username", allow_null=True, default=None)
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+
+class ReviewRequestSerializer(RequestSerializer):
+    agent = serializers.CharField(source="agent.name")
+    questions = QuestionSerializer(many=True)
+    claimedBy = serializers.CharField(source="claimed_by.username", allow_null=True, default=None)
+    claimedAt = serializers.DateTimeField(source="claimed_at", allow_null=True)
+    leaseExpiresAt = serializers.DateTimeField(source="lease_expires_at", allow_null=True)
+    drafts = DraftSerializer(many=True, source="drafts.all")
+
+
+class QueueSummarySerializer(serializers.Serializer):
+    slug = serializers.CharField(source="queue.slug")
+    name = serializers.CharField(source="queue.name")
+    pending = serializers.IntegerField()
+    claimed = serializers.IntegerField()
+    overdue = serializers.IntegerField()
+    oldestPendingAt = serializers.DateTimeField(source="oldest_pending_at", allow_null=True)
+
+
+class SaveDraftSerializer(StrictSerializer):
+    question = serializers.CharField(max_length=64)
+    value = serializers.JSONField(required=False, allow_null=True)
+    state = serializers.ChoiceField(choices=DraftState.choices, default=DraftState.DRAFT)
+
+
+class RespondSerializer(StrictSerializer):
+    action = serializers.ChoiceField(choices=Action.choices)
+    content = serializers.DictField(required=False, allow_null=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    detail = serializers.CharField()
+    fields = serializers.DictField(child=serializers.CharField(), required=False)  # type: ignore[assignment]
+    status = serializers.CharField(required=False)

@@ -1,0 +1,268 @@
+"""Long-poll without pinning a thread: the wait is an asyncio wait on the channel layer, rechecking the database
+every few seconds so that a lost push (Redis restarting) delays an answer but never strands it.
+
+Under an ASGI server the wait happens in `LongPollMiddleware`, before Django sees the request: Django runs every
+request in a ThreadSensitiveContext that keeps a thread of its own until the response, so a wait inside a view
+would hold one (idle) thread per waiting agent. The middleware waits on the event loop, then hands Django the
+request without `wait`, which Django answers at once. The views below still wait by themselves for callers that
+bypass the middleware (Django's AsyncClient in tests). The database checks of all waiters share a few threads.
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode
+
+from asgiref.sync import sync_to_async
+from channels.db import DatabaseSyncToAsync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
+
+from elicitation import events, selectors, services
+from elicitation.api import agent_views
+from elicitation.api.authentication import agent_for_http_request, agent_for_key, bearer_token
+from elicitation.models import OPEN_STATUSES
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Waiters' database checks (and the agent sockets') run here: a fixed handful of threads however many wait.
+WAITER_DB_THREADS = 4
+_waiter_db_executor = ThreadPoolExecutor(
+    max_workers=WAITER_DB_THREADS, thread_name_prefix="reviewhub-waiter-db"
+)
+
+
+def database_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """`func` as a coroutine on the shared waiter pool; connections are closed or kept as CONN_MAX_AGE says,
+    exactly as after a request."""
+    return DatabaseSyncToAsync(func, thread_sensitive=False, executor=_waiter_db_executor)
+
+
+async def wait_until(group: str, seconds: float, is_done: Callable[[], Awaitable[bool]]) -> None:
+    """Return when `is_done()` holds or `seconds` pass; wake on any push to `group`.
+
+    A channel layer that is down (Redis restarting) is not an error here: the wait just polls the database."""
+    layer = get_channel_layer()
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + seconds
+    channel: str | None = None
+    if layer is not None:
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+        except Exception:
+            logger.warning("channel layer unavailable; long-poll on %s falls back to polling", group)
+            channel = None
+    # One receive kept across rechecks: cancelling it (wait_for) would make the Redis layer drop and re-create
+    # the subscription each time, losing any push that lands in between.
+    receiving: asyncio.Future[Any] | None = None
+    try:
+        while not await is_done():
+            remaining = give_up_at - loop.time()
+            if remaining <= 0:
+                return
+            timeout = min(remaining, settings.LONG_POLL_RECHECK_SECONDS)
+            if layer is None or channel is None:
+                await asyncio.sleep(timeout)
+                continue
+            if receiving is None:
+                receiving = asyncio.ensure_future(layer.receive(channel))
+            done, _ = await asyncio.wait({receiving}, timeout=timeout)
+            if receiving in done:
+                failed = receiving.exception() is not None
+                receiving = None
+                if failed:
+                    await asyncio.sleep(timeout)  # the layer broke mid-wait: keep polling the database
+    finally:
+        if receiving is not None:
+            receiving.cancel()
+        if layer is not None and channel is not None:
+            with contextlib.suppress(Exception):  # the layer may be the thing that failed
+                await layer.group_discard(group, channel)
+
+
+def request_is_closed(agent_id: int, request_id: Any) -> bool:
+    found = selectors.agent_request(agent_id, request_id)
+    if found is None:
+        return True
+    return services.expire_if_overdue(found).status not in OPEN_STATUSES
+
+
+def agent_has_events_after(agent_id: int, cursor: int) -> bool:
+    return bool(selectors.agent_events_after(agent_id, cursor, limit=1))
+
+
+async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> None:
+    await wait_until(
+        events.request_group(request_id),
+        seconds,
+        lambda: database_call(request_is_closed)(agent_id, request_id),
+    )
+
+
+async def wait_for_feed(agent_id: int, cursor: int, seconds: float) -> None:
+    await wait_until(
+        events.agent_group(agent_id),
+        seconds,
+        lambda: database_call(agent_has_events_after)(agent_id, cursor),
+    )
+
+
+def parse_wait(raw: str | None) -> int:
+    """Seconds to wait (capped); 0 for absent or malformed values, which the DRF view then answers with 400."""
+    try:
+        return selectors.long_poll_cap(int(raw or 0))
+    except ValueError:
+        return 0
+
+
+def parse_cursor(raw: str | None) -> int | None:
+    try:
+        cursor = int(raw or 0)
+    except ValueError:
+        return None
+    return cursor if cursor >= 0 else None
+
+
+# --- the Django views (used as they are when nothing waited in front of them) ----------------------------------
+
+request_detail_sync = agent_views.RequestDetailView.as_view()
+event_feed_sync = agent_views.EventFeedView.as_view()
+
+
+async def request_detail(request: HttpRequest, request_id: Any) -> HttpResponse:
+    seconds = parse_wait(request.GET.get("wait"))
+    if seconds:
+        agent = await database_call(agent_for_http_request)(request)
+        if agent is not None:
+            await wait_for_request(agent.pk, request_id, seconds)
+    return await sync_to_async(request_detail_sync)(request, request_id=request_id)
+
+
+async def event_feed(request: HttpRequest) -> HttpResponse:
+    seconds = parse_wait(request.GET.get("wait"))
+    cursor = parse_cursor(request.GET.get("after"))
+    if seconds and cursor is not None:
+        agent = await database_call(agent_for_http_request)(request)
+        if agent is not None:
+            await wait_for_feed(agent.pk, cursor, seconds)
+    return await sync_to_async(event_feed_sync)(request)
+
+
+# drf-spectacular documents a URL by its DRF view class; these async wrappers answer with that view's response.
+_documented: tuple[tuple[Any, Any], ...] = (
+    (request_detail, request_detail_sync),
+    (event_feed, event_feed_sync),
+)
+for wrapper, view in _documented:
+    wrapper.cls = view.cls
+    wrapper.initkwargs = view.initkwargs
+    # Bearer-key endpoints, like every DRF view: a POST here is a 405 from DRF, not a CSRF page.
+    wrapper.csrf_exempt = True
+
+
+# --- the ASGI middleware: wait on the event loop, then let Django answer ---------------------------------------
+
+
+def agent_for_scope_headers(scope: Scope) -> Any:
+    headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
+    token = bearer_token(headers)
+    return agent_for_key(token) if token and token.startswith("rh_") else None
+
+
+class LongPollMiddleware:
+    """Wraps Django's ASGI app. For `GET /api/v1/requests/<id>?wait=N` and `GET /api/v1/events?wait=N` by a
+    valid agent key, waits here, then passes the request on without `wait`. Anything else passes straight on."""
+
+    def __init__(self, app: Any) -> None:
+        self.app: ASGIApp = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "GET":
+            await self.app(scope, receive, send)
+            return
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        params = dict(query)
+        seconds = parse_wait(params.get("wait"))
+        target = self.target(scope) if seconds else None
+        if target is None:
+            await self.app(scope, receive, send)
+            return
+        agent = await database_call(agent_for_scope_headers)(scope)
+        if agent is not None:
+            kind, request_id = target
+            if kind == "request":
+                waiting = wait_for_request(agent.pk, request_id, seconds)
+            else:
+                cursor = parse_cursor(params.get("after"))
+                if cursor is None:
+                    await self.app(scope, receive, send)  # Django answers the bad cursor with 400
+                    return
+                waiting = wait_for_feed(agent.pk, cursor, seconds)
+            receive, disconnected = await self.wait_unless_disconnected(waiting, receive)
+            if disconnected:
+                return  # the agent gave up: nobody to answer
+            stripped = urlencode([(key, value) for key, value in query if key != "wait"])
+            scope = {**scope, "query_string": stripped.encode("latin-1")}
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def target(scope: Scope) -> tuple[str, Any] | None:
+        path = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        try:
+            match = resolve(path)
+        except Resolver404:
+            return None
+        if match.func is request_detail:
+            return "request", match.kwargs["request_id"]
+        if match.func is event_feed:
+            return "feed", None
+        return None
+
+    @staticmethod
+    async def wait_unless_disconnected(waiting: Awaitable[None], receive: Receive) -> tuple[Receive, bool]:
+        """Run the wait while listening for the client hanging up. Returns a `receive` that replays what was
+        read meanwhile (the empty GET body), and whether the client left."""
+        buffered: list[Message] = []
+        wait_task = asyncio.ensure_future(waiting)
+        listen_task: asyncio.Future[Message] = asyncio.ensure_future(receive())
+        try:
+            while not wait_task.done():
+                racing: set[asyncio.Future[Any]] = {wait_task, listen_task}
+                done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+                if listen_task in done:
+                    message = listen_task.result()
+                    if message["type"] == "http.disconnect":
+                        return receive, True
+                    buffered.append(message)  # the (empty) body: Django reads it later
+                    listen_task = asyncio.ensure_future(receive())
+            if wait_task.exception() is not None:
+                # The database failed mid-wait; Django's answer to the plain read reports it (503).
+                logger.warning("long-poll wait failed: %r", wait_task.exception())
+        finally:
+            wait_task.cancel()
+        pending: list[asyncio.Future[Message]] = [listen_task]
+
+        async def replay() -> Message:
+            if buffered:
+                return buffered.pop(0)
+            if pending:
+                return await pending.pop()
+            return await receive()
+
+        return replay, False

@@ -1,0 +1,56 @@
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from elicitation import services
+
+
+class Command(BaseCommand):
+    help = "Create (or update) a reviewer and add them to queues."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument(
+            "--queues", required=True, help="Comma-separated queue slugs; missing ones are created."
+        )
+        parser.add_argument(
+            "--password-file", help="Read the password from this file (else the account has none)."
+        )
+        parser.add_argument("--email", default="")
+        parser.add_argument(
+            "--token", action="store_true", help="Also issue an API token (printed once, last line)."
+        )
+        parser.add_argument(
+            "--supervisor", action="store_true", help="Also make them a supervisor of the queues."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user_model = get_user_model()
+        user, created = user_model.objects.get_or_create(username=options["username"])
+        if options["email"]:
+            user.email = options["email"]
+        if options["password_file"]:
+            try:
+                password = Path(options["password_file"]).read_text().strip()
+            except OSError as exc:
+                raise CommandError(f"Cannot read the password file: {exc.strerror}") from None
+            if not password:
+                raise CommandError("The password file is empty.")
+            user.set_password(password)
+        elif created:
+            user.set_unusable_password()
+        user.save()
+        queues = services.ensure_queues([s.strip() for s in options["queues"].split(",") if s.strip()])
+        for queue in queues:
+            queue.members.add(user)
+            if options["supervisor"]:
+                queue.supervisors.add(user)
+        verb = "Created" if created else "Updated"
+        self.stdout.write(
+            f"{verb} reviewer {user.get_username()!r} on queues {', '.join(q.slug for q in queues)}."
+        )
+        if options["token"]:
+            self.stdout.write("The token below is shown once; store it now.")
+            self.stdout.write(services.create_reviewer_token(user, "create_reviewer"))

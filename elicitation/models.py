@@ -1,0 +1,356 @@
+"""The review queue's data: queues, agents, elicitation requests, drafts, the audit trail and the agent outbox."""
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Status(models.TextChoices):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"
+
+
+OPEN_STATUSES = (Status.PENDING, Status.CLAIMED)
+TERMINAL_STATUSES = (Status.COMPLETED, Status.EXPIRED, Status.WITHDRAWN)
+
+
+class Mode(models.TextChoices):
+    FORM = "form"
+    URL = "url"
+
+
+class Action(models.TextChoices):
+    ACCEPT = "accept"
+    DECLINE = "decline"
+    CANCEL = "cancel"
+
+
+class ExpiryOutcome(models.TextChoices):
+    CANCEL = "cancel"
+    DECLINE = "decline"
+    ESCALATE = "escalate"
+
+
+class Scope(models.TextChoices):
+    REQUESTS = "requests", "Create and read elicitation requests"
+    FLOWS_SECRETS = "flows:secrets", "Open hosted secret flows and retrieve their values"
+
+
+class Queue(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="review_queues", blank=True)
+    supervisors = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, related_name="supervised_queues", blank=True
+    )
+    default_deadline_seconds = models.PositiveIntegerField(default=3600)
+    lease_seconds = models.PositiveIntegerField(default=300)
+    expiry_outcome = models.CharField(
+        max_length=16, choices=ExpiryOutcome.choices, default=ExpiryOutcome.CANCEL
+    )
+    escalation_queue = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+    priority_threshold = models.IntegerField(
+        null=True, blank=True, help_text="Email members when a request at or above this priority arrives."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(condition=Q(lease_seconds__gte=5), name="queue_lease_at_least_5s"),
+            models.CheckConstraint(
+                condition=Q(default_deadline_seconds__gte=1), name="queue_deadline_positive"
+            ),
+            models.CheckConstraint(
+                condition=~Q(expiry_outcome="escalate") | Q(escalation_queue__isnull=False),
+                name="queue_escalation_needs_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Agent(models.Model):
+    """An API client. Its key is stored as an HMAC; only the prefix identifies it afterwards."""
+
+    name = models.CharField(max_length=200, unique=True)
+    key_prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    queues = models.ManyToManyField(Queue, related_name="agents", blank=True)
+    scopes = models.JSONField(default=list, blank=True)
+    callback_url = models.URLField(blank=True, help_text="Webhook for every event of this agent.")
+    # Per-agent outbox sequence: bumped under the agent's row lock so cursors are gap-free in commit order.
+    last_event_seq = models.BigIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in (self.scopes or [])
+
+
+class ReviewerToken(models.Model):
+    """A bearer token for reviewer scripts; stored as an HMAC like agent keys."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reviewer_tokens"
+    )
+    name = models.CharField(max_length=200, blank=True)
+    key_prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.key_prefix}"
+
+
+class ElicitationRequest(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="requests")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="requests")
+    # NULL, not "": requests without a key must not collide in the unique constraint.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # SHA-256 of the create body: a retry with the same key but another body is a conflict, not a replay.
+    body_fingerprint = models.CharField(max_length=64, blank=True)
+    message = models.TextField()
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.FORM)
+    requested_schema = models.JSONField(null=True, blank=True)
+    questions = models.JSONField(default=list, blank=True)
+    url = models.URLField(max_length=2048, blank=True)
+    elicitation_id = models.CharField(max_length=200, blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    callback_url = models.URLField(max_length=2048, blank=True)
+    priority = models.IntegerField(default=0)
+    deadline = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="claims"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    first_claimed_at = models.DateTimeField(null=True, blank=True)
+    action = models.CharField(max_length=8, choices=Action.choices, blank=True)
+    content = models.JSONField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="answers"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    # Set by the agent when the out-of-band URL flow reported completion (MCP notifications/elicitation/complete).
+    url_flow_completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-priority", "created_at"]
+        indexes = [
+            # Claim-next and the queue page: open requests of a queue by priority, then age.
+            models.Index(fields=["queue", "status", "-priority", "created_at"], name="request_queue_order"),
+            models.Index(fields=["status", "deadline"], name="request_deadline"),
+            models.Index(fields=["status", "lease_expires_at"], name="request_lease"),
+            models.Index(fields=["agent", "status"], name="request_agent_status"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="request_idempotency_per_agent",
+            ),
+            models.CheckConstraint(condition=Q(status__in=Status.values), name="request_status_valid"),
+            models.CheckConstraint(condition=Q(mode__in=Mode.values), name="request_mode_valid"),
+            # Claimed exactly when someone holds a lease.
+            models.CheckConstraint(
+                condition=(
+                    Q(status="claimed", claimed_by__isnull=False, lease_expires_at__isnull=False)
+                    | (~Q(status="claimed") & Q(claimed_by__isnull=True, lease_expires_at__isnull=True))
+                ),
+                name="request_claim_matches_status",
+            ),
+            # Only completed/expired requests carry an outcome, and only accept carries content.
+            models.CheckConstraint(
+                condition=Q(status__in=["completed", "expired"], action__in=Action.values)
+                | (~Q(status__in=["completed", "expired"]) & Q(action="")),
+                name="request_action_matches_status",
+            ),
+            models.CheckConstraint(
+                condition=Q(content__isnull=True) | Q(action="accept"), name="request_content_only_on_accept"
+            ),
+            models.CheckConstraint(
+                condition=(Q(mode="form", requested_schema__isnull=False) | Q(mode="url") & ~Q(url="")),
+                name="request_mode_payload",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN_STATUSES
+
+    def result(self) -> dict[str, Any] | None:
+        """The MCP ElicitResult the agent receives, once the request is closed."""
+        if self.status == Status.WITHDRAWN:
+            return None
+        if not self.action:
+            return None
+        result: dict[str, Any] = {"action": self.action}
+        if self.action == Action.ACCEPT and self.mode == Mode.FORM:
+            result["content"] = self.content or {}
+        return result
+
+
+class DraftState(models.TextChoices):
+    DRAFT = "draft"
+    SUBMITTED = "submitted"
+    SKIPPED = "skipped"
+
+
+class Draft(models.Model):
+    """One question's shared draft answer, seen by every reviewer viewing the request."""
+
+    request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="drafts")
+    question_id = models.CharField(max_length=64)
+    value = models.JSONField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=DraftState.choices, default=DraftState.DRAFT)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["request", "question_id"], name="draft_one_per_question"),
+            models.CheckConstraint(condition=Q(state__in=DraftState.values), name="draft_state_valid"),
+            models.CheckConstraint(
+                condition=~Q(state="skipped") | Q(value__isnull=True), name="draft_skipped_has_no_value"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.question_id} ({self.state})"
+
+
+class ActorType(models.TextChoices):
+    AGENT = "agent"
+    REVIEWER = "reviewer"
+    SYSTEM = "system"
+
+
+class RequestEvent(models.Model):
+    """Append-only audit row; each carries the hash of the previous one so edits are detectable."""
+
+    request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32)
+    actor_type = models.CharField(max_length=16, choices=ActorType.choices)
+    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["request", "id"], name="event_request_order")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.from_status}->{self.to_status}"
+
+
+class AgentEvent(models.Model):
+    """The outbox: what an agent is told, in order, under a per-agent gap-free cursor."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=16)  # completed | expired | withdrawn | flow_completed
+    request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="agent_events")
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent", "seq"]
+        constraints = [models.UniqueConstraint(fields=["agent", "seq"], name="agent_event_cursor_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.seq}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DEAD = "dead"
+
+
+class WebhookDelivery(models.Model):
+    """One webhook POST of an agent event; its id is the idempotency id the receiver deduplicates on."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    event = models.ForeignKey(AgentEvent, on_delete=models.CASCADE, related_name="deliveries")
+    url = models.URLField(max_length=2048)
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    last_status_code = models.IntegerField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+
+class FlowStatus(models.TextChoices):
+    OPEN = "open"
+    SUBMITTED = "submitted"
+    RETRIEVED = "retrieved"
+    EXPIRED = "expired"
+    PURGED = "purged"
+
+
+class HostedFlow(models.Model):
+    """A secret-collecting URL flow hosted by ReviewHub. Only ciphertext is stored, and only until retrieval."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    request = models.OneToOneField(ElicitationRequest, on_delete=models.CASCADE, related_name="hosted_flow")
+    status = models.CharField(max_length=16, choices=FlowStatus.choices, default=FlowStatus.OPEN)
+    # The flow's own form. Kept off the request row so no reviewer page renders it as a draftable form.
+    requested_schema = models.JSONField(default=dict, blank=True)
+    questions = models.JSONField(default=list, blank=True)
+    key_id = models.CharField(max_length=32, blank=True)
+    nonce = models.BinaryField(null=True, blank=True)
+    ciphertext = models.BinaryField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    retrieved_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ciphertext__isnull=True) | Q(status="submitted"),
+                name="flow_ciphertext_only_until_retrieved",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"flow {self.id} ({self.status})"

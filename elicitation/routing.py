@@ -1,0 +1,20 @@
+from channels.auth import AuthMiddlewareStack
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.urls import path
+
+from elicitation import consumers
+
+websocket_urlpatterns = [
+    # Agents authenticate with a key header or a single-use ticket, never a cookie, so a cross-site page cannot
+    # ride on them; agent libraries send no Origin header at all, which the origin check would refuse.
+    path("ws/agent/", consumers.AgentWaitConsumer.as_asgi()),
+    # Reviewer pages authenticate with the Django session cookie.
+    path(
+        "ws/queues/<slug:slug>/",
+        AllowedHostsOriginValidator(AuthMiddlewareStack(consumers.ReviewerPageConsumer.as_asgi())),
+    ),
+    path(
+        "ws/requests/<uuid:request_id>/",
+        AllowedHostsOriginValidator(AuthMiddlewareStack(consumers.ReviewerPageConsumer.as_asgi())),
+    ),
+]

@@ -1,0 +1,62 @@
+"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
+
+import importlib.util
+import os
+
+import django
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
+
+
+class OneHopASGIHandler(ASGIHandler):
+    """Django's ASGI handler with the middleware chain run in sync mode: one thread hop per request.
+
+    The stock handler runs the chain in async mode, where every MiddlewareMixin hook (Django's own included)
+    hops to a thread and back, ~14 hops a request: a third of the server's CPU per API call (BENCHMARKS.md).
+    The views are sync and long-polls wait in LongPollMiddleware in front of Django, so nothing needs the
+    async chain; async views (healthz) still run on the event loop, reached through async_to_sync.
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewhub.settings")
+django.setup(set_prefix=False)  # as get_asgi_application() does, before the routing below imports models
+django_http: ASGIHandler = OneHopASGIHandler()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+if settings.SERVE_STATIC:
+    django_http = ASGIStaticFilesHandler(django_http)
+
+from elicitation.api.waiting import LongPollMiddleware  # noqa: E402
+
+# Long-polls wait on the event loop in front of Django, so a waiting agent holds no thread (see waiting.py).
+django_http = LongPollMiddleware(django_http)  # type: ignore[assignment]
+
+if importlib.util.find_spec("mcp") is not None:  # the optional `reviewhub[mcp]` extra: MCP server at /mcp/
+    from elicitation.mcp_server import with_mcp_endpoint
+
+    django_http = with_mcp_endpoint(django_http)
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from elicitation.routing import websocket_urlpatterns  # noqa: E402
+from elicitation.sweeper import with_periodic_sweeps  # noqa: E402
+
+# The embedded deployment's deadline/lease/notification sweeps start with the first ASGI event (see sweeper.py).
+application = with_periodic_sweeps(
+    ProtocolTypeRouter(
+        {
+            "http": django_http,
+            # Origins are checked per route (elicitation/routing.py): cookie-authenticated reviewer pages only.
+            "websocket": URLRouter(websocket_urlpatterns),
+        }
+    )
+)

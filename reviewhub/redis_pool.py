@@ -1,0 +1,27 @@
+"""One Redis connection pool per URL per process, for Django's Redis cache.
+
+Django builds a cache object per request thread (`caches` is context-local), and each object its own
+connection pool, so under ASGI, where every request runs in a new thread, every request opened a new Redis
+connection (redis-py also reads package metadata for each new connection). The rate limits read the cache on
+every API call: that was ~2 ms of server CPU per request (BENCHMARKS.md). Pools are thread-safe, and redis-py
+resets a pool inherited across fork.
+"""
+
+import threading
+from typing import Any
+
+import redis
+
+
+class SharedConnectionPool(redis.ConnectionPool):
+    _registry: dict[tuple[str, str], "SharedConnectionPool"] = {}
+    _registry_lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> "SharedConnectionPool":  # type: ignore[override]
+        key = (url, repr(sorted(kwargs.items())))
+        with cls._registry_lock:
+            pool = cls._registry.get(key)
+            if pool is None:
+                pool = cls._registry[key] = super().from_url(url, **kwargs)
+            return pool

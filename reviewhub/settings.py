@@ -1,0 +1,388 @@
+"""ReviewHub settings, driven by environment variables.
+
+With nothing set, ReviewHub runs embedded: SQLite (WAL), an in-memory channel layer and eager Celery tasks.
+`DATABASE_URL` switches to PostgreSQL, `REDIS_URL` to channels_redis and a Celery broker.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use true/false, yes/no, on/off or 1/0.")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate such as `600/min` (see elicitation.throttling.parse_rate), or `off`."""
+    import re
+
+    raw = os.environ.get(name, default).strip().lower()
+    pattern = r"off|none|[1-9]\d*\s*/\s*\d*\s*(s|sec|second|m|min|minute|h|hour|d|day)s?"
+    if not re.fullmatch(pattern, raw):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a rate; use N/second, N/min, N/hour, N/day or off."
+        )
+    return raw
+
+
+def env_flow_keys(name: str, secret_key: str) -> dict[str, bytes]:
+    """Hosted-flow AES-256-GCM keys from `k2:<base64 32 bytes>,k1:<base64>`; the first encrypts, all decrypt.
+
+    Unset, one key ("derived") is derived from SECRET_KEY with HKDF: fine embedded, but then rotating
+    SECRET_KEY makes stored flow ciphertexts undecryptable, so deployments should set the variable.
+    """
+    import base64
+    import binascii
+    import re
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"reviewhub hosted-flow key v1")
+        return {"derived": hkdf.derive(secret_key.encode())}
+    keys: dict[str, bytes] = {}
+    for index, item in enumerate(raw.split(",")):
+        key_id, sep, encoded = item.strip().partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", key_id):
+            raise ImproperlyConfigured(
+                f"{name} entry {index + 1} must be <id>:<base64 key>, the id 1-32 letters, digits, _ or -."
+            )
+        if key_id in keys:
+            raise ImproperlyConfigured(f"{name} lists key id {key_id!r} twice.")
+        encoded = encoded.strip()
+        # Standard or URL-safe alphabet; validate=True refuses stray characters instead of skipping them.
+        altchars = b"-_" if "-" in encoded or "_" in encoded else None
+        try:
+            key = base64.b64decode(encoded, altchars=altchars, validate=True)
+        except (binascii.Error, ValueError):
+            raise ImproperlyConfigured(f"{name} key {key_id!r} is not valid base64.") from None
+        if len(key) != 32:
+            raise ImproperlyConfigured(f"{name} key {key_id!r} is {len(key)} bytes; AES-256 needs 32.")
+        keys[key_id] = key
+    return keys
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("REVIEWHUB_PRODUCTION", False):
+        raise ImproperlyConfigured("SECRET_KEY must be set in production.")
+    # Embedded/dev default: stable per checkout so sessions survive restarts, never used in production.
+    SECRET_KEY = "dev-only-insecure-" + str(BASE_DIR)
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# The public origin that hosted-flow URLs and links in notifications are built on.
+PUBLIC_URL = env_str("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "elicitation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "elicitation.middleware.SecurityHeadersMiddleware",
+    "elicitation.middleware.BodySizeLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    # 429 for a sign-in attempt on a username locked after repeated failures (elicitation.login_throttle).
+    "elicitation.login_throttle.LoginThrottleMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "reviewhub.urls"
+ASGI_APPLICATION = "reviewhub.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    try:
+        DATABASES = {
+            "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+        }
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            "DATABASE_URL must be a postgres:// URL (PostgreSQL is the services database)."
+        )
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Under ASGI each request runs in a thread of its own, so CONN_MAX_AGE cannot keep a connection between
+    # requests: without a pool every request starts a new PostgreSQL backend, and a burst can exhaust
+    # max_connections (BENCHMARKS.md). The pool also bounds connections per process. 0 turns it off.
+    DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 20)
+    if DB_POOL_MAX_SIZE and not DATABASES["default"].get("CONN_MAX_AGE"):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(2, DB_POOL_MAX_SIZE),
+            "max_size": DB_POOL_MAX_SIZE,
+            "timeout": env_int("DB_POOL_TIMEOUT_SECONDS", 10, minimum=1),
+        }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("SQLITE_PATH", str(BASE_DIR / "reviewhub.sqlite3")),
+            # IMMEDIATE transactions take the write lock up front, so two writers queue instead of deadlocking.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            "TEST": {"NAME": env_str("SQLITE_TEST_PATH", str(BASE_DIR / "reviewhub-test.sqlite3"))},
+        }
+    }
+USES_POSTGRES = bool(DATABASE_URL)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels and Celery --------------------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": env_str("CHANNEL_LAYER_BACKEND", "channels_redis.pubsub.RedisPubSubChannelLayer"),
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_TASK_ALWAYS_EAGER = False
+    # Shared by every process: single-use WebSocket tickets and notification batching rely on cache.add.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # One pool per process, not one per request thread (reviewhub/redis_pool.py).
+            "OPTIONS": {"pool_class": "reviewhub.redis_pool.SharedConnectionPool"},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+    CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "expire-overdue-requests": {"task": "elicitation.tasks.expire_overdue_requests", "schedule": 5.0},
+    "release-expired-claims": {"task": "elicitation.tasks.release_expired_claims", "schedule": 5.0},
+    "purge-expired-flows": {"task": "elicitation.tasks.purge_expired_flows", "schedule": 60.0},
+    "send-notification-digests": {"task": "elicitation.tasks.send_notification_digests", "schedule": 15.0},
+    "retry-due-webhooks": {"task": "elicitation.tasks.retry_due_webhooks", "schedule": 15.0},
+}
+# The embedded default runs those same tasks in-process (elicitation/sweeper.py, started by the ASGI app);
+# never under a test runner unless a test starts it, and off by default with REDIS_URL, where Celery beat runs them.
+PERIODIC_SWEEPS_IN_PROCESS = env_bool("PERIODIC_SWEEPS_IN_PROCESS", not REDIS_URL)
+SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 5, minimum=1)
+# Urgent-request emails are batched: the first one in a queue opens a window, one digest lists them all.
+NOTIFICATION_BATCH_SECONDS = env_int("NOTIFICATION_BATCH_SECONDS", 60, minimum=1)
+# Bearer token for Prometheus scraping /metrics; unset, only staff sessions may read it.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+
+# --- Auth, sessions, security ----------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+# The throttle backend goes first: while a username+address is locked it refuses before any password check.
+AUTHENTICATION_BACKENDS = [
+    "elicitation.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60, minimum=1)
+
+SECURE = env_bool("SECURE", False)  # behind HTTPS: secure cookies, HSTS, redirect
+SESSION_COOKIE_SECURE = SECURE
+CSRF_COOKIE_SECURE = SECURE
+SECURE_SSL_REDIRECT = SECURE
+SECURE_HSTS_SECONDS = 31_536_000 if SECURE else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
+SECURE_HSTS_PRELOAD = SECURE
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("TRUST_X_FORWARDED_PROTO", False) else None
+)
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# API callers get a JSON error body for CSRF refusals too (pages keep Django's page).
+CSRF_FAILURE_VIEW = "elicitation.api.errors.csrf_failure"
+
+# HMAC pepper for agent and reviewer API keys: a database leak alone cannot verify guessed keys.
+API_KEY_PEPPER = env_str("API_KEY_PEPPER", SECRET_KEY)
+
+# Hosted secret flows: AES-GCM keys by id (first = current), and how long an unretrieved secret is kept.
+FLOW_ENCRYPTION_KEYS = env_flow_keys("FLOW_ENCRYPTION_KEYS", SECRET_KEY)
+FLOW_RETENTION_SECONDS = env_int("FLOW_RETENTION_SECONDS", 24 * 3600, minimum=60)
+
+# Body size limit for the API (bytes); larger bodies get 413 before they are parsed.
+MAX_BODY_BYTES = env_int("MAX_BODY_BYTES", 256 * 1024, minimum=1024)
+MAX_MESSAGE_LENGTH = env_int("MAX_MESSAGE_LENGTH", 4000, minimum=1)
+MAX_SCHEMA_PROPERTIES = env_int("MAX_SCHEMA_PROPERTIES", 50, minimum=1)
+MAX_SCHEMA_OPTIONS = env_int("MAX_SCHEMA_OPTIONS", 200, minimum=1)
+MAX_LONG_POLL_SECONDS = env_int("MAX_LONG_POLL_SECONDS", 60, minimum=1)
+# Poll the database this often while long-polling, so a lost push never strands a waiter.
+LONG_POLL_RECHECK_SECONDS = env_int("LONG_POLL_RECHECK_SECONDS", 2, minimum=1)
+# An agent socket re-reads its outbox and its key this often, so a lost push or revocation is still caught.
+# Every idle socket pays one database read per interval: 5 s made 5,000 idle sockets cost more than a core
+# (BENCHMARKS.md #4); pushes and revocations still arrive at once, this is only the net under a lost push.
+AGENT_SOCKET_RECHECK_SECONDS = env_int("AGENT_SOCKET_RECHECK_SECONDS", 30, minimum=1)
+# Webhooks: attempts before a delivery is dead-lettered, per-attempt timeout, full-jitter exponential backoff.
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 5, minimum=1)
+WEBHOOK_BACKOFF_BASE_SECONDS = env_int("WEBHOOK_BACKOFF_BASE_SECONDS", 2, minimum=1)
+WEBHOOK_BACKOFF_CAP_SECONDS = env_int("WEBHOOK_BACKOFF_CAP_SECONDS", 600, minimum=1)
+DEFAULT_DEADLINE_SECONDS = env_int("DEFAULT_DEADLINE_SECONDS", 3600, minimum=1)
+DEFAULT_LEASE_SECONDS = env_int("DEFAULT_LEASE_SECONDS", 300, minimum=5)
+# API request rates (N/second|min|hour|day, or "off"), per agent key and per reviewer account, counted in the
+# cache: Redis in services mode, so the limit holds across processes (elicitation.throttling).
+AGENT_RATE = env_rate("AGENT_RATE", "600/min")
+REVIEWER_RATE = env_rate("REVIEWER_RATE", "1200/min")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "elicitation.api.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ReviewHub API",
+    "DESCRIPTION": "Human-in-the-loop review queue for AI agents (MCP elicitation).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI's assets come from the installed sidecar package, never from a third-party host.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # 429/503 with Retry-After, 413/415 on bodies, 401 on authenticated operations: documented on every operation.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "elicitation.api.schema_hooks.add_common_responses",
+    ],
+}
+
+# --- Static files, i18n ----------------------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# Set (e.g. /app/staticfiles) where collectstatic runs, as in the Docker image; unset, files come from finders.
+STATIC_ROOT = env_str("STATIC_ROOT") or None
+# The ASGI app serves /static/ itself (reviewhub/asgi.py), so one process is a complete deployment; put a
+# caching proxy in front for heavy traffic. Every middleware must stay async-capable: one sync middleware
+# would run the async long-poll views in a thread each, which is what they exist to avoid.
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "reviewhub@localhost")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    # Every handler redacts hosted-flow secrets, API keys and flow pages' POST data (elicitation.redaction).
+    "filters": {
+        "redact_secrets": {"()": "elicitation.redaction.RedactSecretsFilter"},
+        "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]},
+        "mail_admins": {
+            "class": "django.utils.log.AdminEmailHandler",
+            "level": "ERROR",
+            "filters": ["require_debug_false", "redact_secrets"],
+        },
+    },
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # Replaces Django's default "django" handlers, which would otherwise write without the redaction filter.
+        "django": {"handlers": ["mail_admins"], "level": "INFO", "propagate": True},
+        "django.channels.server": {"level": "WARNING"},
+    },
+}
+# Error reports mask flow requests' POST data and sensitive_variables() locals even with DEBUG on.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "elicitation.redaction.FlowSafeExceptionReporterFilter"
+# Bodies without a Content-Length are cut off at the same limit when read.
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES

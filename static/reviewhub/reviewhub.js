@@ -1,0 +1,152 @@
+/* ReviewHub reviewer pages: shared helpers (API calls, live sockets, clocks, shortcuts).
+ * Everything an agent wrote is untrusted: it only ever reaches the DOM through textContent. */
+(function () {
+  "use strict";
+
+  var RH = {};
+
+  RH.csrfToken = function () {
+    var field = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return field ? field.value : "";
+  };
+
+  /* POST JSON to the reviewer API with the session cookie and CSRF header; never throws. */
+  RH.post = function (url, body) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": "application/json",
+        Accept: "application/json",
+        "X-CSRFToken": RH.csrfToken(),
+      },
+      body: body === undefined ? null : JSON.stringify(body),
+    }).then(
+      function (response) {
+        return response.json().then(
+          function (data) {
+            return { ok: response.ok, status: response.status, data: data };
+          },
+          function () {
+            return { ok: response.ok, status: response.status, data: null };
+          }
+        );
+      },
+      function () {
+        return { ok: false, status: 0, data: null };
+      }
+    );
+  };
+
+  RH.getJSON = function (url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
+      function (response) {
+        return response.ok ? response.json() : null;
+      },
+      function () {
+        return null;
+      }
+    );
+  };
+
+  /* "45s", "3m 12s", "2h 05m", "3d 4h": compact and stable in width. */
+  RH.duration = function (ms) {
+    var seconds = Math.max(0, Math.floor(ms / 1000));
+    if (seconds < 60) return seconds + "s";
+    var minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + "m " + String(seconds % 60).padStart(2, "0") + "s";
+    var hours = Math.floor(minutes / 60);
+    if (hours < 24) return hours + "h " + String(minutes % 60).padStart(2, "0") + "m";
+    return Math.floor(hours / 24) + "d " + (hours % 24) + "h";
+  };
+
+  RH.clockTime = function (iso) {
+    var moment = new Date(iso);
+    if (isNaN(moment.getTime())) return "";
+    return moment.toISOString().slice(11, 19) + " UTC";
+  };
+
+  var SOON_MS = 5 * 60 * 1000;
+
+  /* Ages count up, deadlines count down; both re-render every second from their ISO timestamps. */
+  RH.tick = function () {
+    var now = Date.now();
+    document.querySelectorAll("[data-age]").forEach(function (element) {
+      var since = Date.parse(element.dataset.age);
+      if (!isNaN(since)) element.textContent = RH.duration(now - since);
+    });
+    document.querySelectorAll("[data-deadline]").forEach(function (element) {
+      var deadline = Date.parse(element.dataset.deadline);
+      if (isNaN(deadline)) return;
+      var left = deadline - now;
+      element.textContent = left > 0 ? "in " + RH.duration(left) : "overdue " + RH.duration(-left);
+      element.classList.toggle("is-overdue", left <= 0);
+      element.classList.toggle("is-soon", left > 0 && left < SOON_MS);
+    });
+  };
+
+  /* A WebSocket that reconnects with backoff. `handlers.open(again)` learns whether pushes may have been missed. */
+  RH.socket = function (path, handlers) {
+    var socket = null;
+    var attempts = 0;
+    var everOpened = false;
+    function connect() {
+      var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+      socket = new WebSocket(scheme + location.host + path);
+      socket.onopen = function () {
+        var again = everOpened;
+        everOpened = true;
+        attempts = 0;
+        document.body.dataset.live = "on";
+        if (handlers.open) handlers.open(again);
+      };
+      socket.onmessage = function (event) {
+        var message;
+        try {
+          message = JSON.parse(event.data);
+        } catch (error) {
+          return;
+        }
+        handlers.message(message);
+      };
+      socket.onclose = function (event) {
+        document.body.dataset.live = "off";
+        if (event.code === 4401 || event.code === 4403) {
+          if (handlers.denied) handlers.denied();
+          return; // not allowed: retrying will not help
+        }
+        attempts += 1;
+        if (handlers.lost) handlers.lost();
+        window.setTimeout(connect, Math.min(30000, 500 * Math.pow(2, attempts)));
+      };
+    }
+    connect();
+    window.setInterval(function () {
+      if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "ping" }));
+    }, 25000);
+  };
+
+  /* True when a key press belongs to a field the reviewer is typing in, so single-letter shortcuts stay out. */
+  RH.isTyping = function (event) {
+    var target = event.target;
+    if (!target || !target.tagName) return false;
+    var tag = target.tagName.toLowerCase();
+    if (tag === "textarea" || tag === "select" || target.isContentEditable) return true;
+    if (tag !== "input") return false;
+    return ["checkbox", "radio", "button", "submit"].indexOf((target.type || "").toLowerCase()) === -1;
+  };
+
+  RH.plainKey = function (event) {
+    return !event.ctrlKey && !event.metaKey && !event.altKey && !RH.isTyping(event);
+  };
+
+  RH.submit = function (form) {
+    if (!form) return;
+    if (form.requestSubmit) form.requestSubmit();
+    else form.submit();
+  };
+
+  window.ReviewHub = RH;
+  RH.tick();
+  window.setInterval(RH.tick, 1000);
+})();

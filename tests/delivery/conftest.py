@@ -1,0 +1,53 @@
+"""Fixtures for the delivery tests: agent sockets on the real ASGI application, reviewers that answer."""
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from elicitation import services
+from elicitation.models import ElicitationRequest
+from reviewhub.asgi import application
+
+Socket = WebsocketCommunicator
+
+
+@pytest.fixture
+async def open_socket() -> AsyncIterator[Callable[..., Awaitable[Socket]]]:
+    """Open `/ws/agent/` as the real server would route it; every socket is closed after the test."""
+    opened: list[Socket] = []
+
+    async def open_(key: str | None = None, path: str = "/ws/agent/", expect_hello: bool = True) -> Socket:
+        headers = [(b"authorization", f"Bearer {key}".encode())] if key else []
+        socket = WebsocketCommunicator(application, path, headers=headers)
+        opened.append(socket)
+        connected, _ = await socket.connect(timeout=5)
+        assert connected
+        if expect_hello:
+            hello = await socket.receive_json_from(timeout=5)
+            assert hello["type"] == "hello"
+        return socket
+
+    yield open_
+    for socket in opened:
+        await socket.disconnect()
+
+
+@pytest.fixture
+def answer(reviewer: Any) -> Callable[..., Awaitable[ElicitationRequest]]:
+    """The reviewer claims and answers a request (in a worker thread, as a request handler would)."""
+
+    def claim_and_respond(request_id: Any, action: str, content: dict[str, Any] | None) -> ElicitationRequest:
+        services.claim_request(request_id, user=reviewer)
+        return services.respond(request_id, user=reviewer, action=action, content=content)
+
+    async def answer_(
+        request: ElicitationRequest, action: str = "accept", content: dict[str, Any] | None = None
+    ) -> ElicitationRequest:
+        if action == "accept" and content is None:
+            content = {"approve": True}
+        return await database_sync_to_async(claim_and_respond)(request.pk, action, content)
+
+    return answer_

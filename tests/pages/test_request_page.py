@@ -1,0 +1,362 @@
+"""The request page without JavaScript: claims on open, read-only for others, plain form posts for every button."""
+
+from typing import Any
+
+import pytest
+
+from elicitation import services
+from elicitation.models import DraftState, ElicitationRequest, RequestEvent, Status
+
+pytestmark = pytest.mark.django_db
+
+
+def page_url(request: ElicitationRequest) -> str:
+    return f"/requests/{request.pk}/"
+
+
+def kinds(request: ElicitationRequest) -> list[str]:
+    return list(RequestEvent.objects.filter(request=request).values_list("kind", flat=True))
+
+
+def fresh(request: ElicitationRequest) -> ElicitationRequest:
+    return ElicitationRequest.objects.get(pk=request.pk)
+
+
+def answer(client: Any, request: ElicitationRequest, action: str, **fields: Any) -> Any:
+    data: dict[str, Any] = {"action": action}
+    for key, value in fields.items():
+        data["skip" if key == "skip" else f"answer-{key}"] = value
+    return client.post(page_url(request), data)
+
+
+def test_opening_an_unclaimed_request_claims_it_and_records_the_view(login, reviewer, make_request) -> None:
+    request = make_request()
+    response = login(reviewer).get(page_url(request))
+    assert response.status_code == 200
+    assert fresh(request).claimed_by == reviewer
+    assert kinds(request) == ["created", "claimed", "viewed"]
+    html = response.content.decode()
+    assert "You hold this request." in html
+    assert 'name="answer-approve"' in html and "disabled" not in html.split('name="answer-approve"')[1][:80]
+
+
+def test_reopening_your_own_claim_does_not_claim_again(login, reviewer, make_request) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    client.get(page_url(request))
+    assert kinds(request) == ["created", "claimed", "viewed", "viewed"]
+
+
+def test_a_request_held_by_someone_else_is_read_only_and_says_who_and_since_when(
+    login, make_reviewer, make_request, queue
+) -> None:
+    alice = make_reviewer("alice", queue)
+    bob = make_reviewer("bob", queue)
+    request = make_request()
+    services.claim_request(request.pk, user=alice)
+    response = login(bob).get(page_url(request))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert fresh(request).claimed_by == alice  # looking does not take it
+    claimed_at = fresh(request).claimed_at
+    assert f"alice is answering this request (since {claimed_at:%H:%M:%S} UTC). Read-only." in html
+    assert html.count('value="accept" class="btn btn-primary" data-answer="accept" aria-keyshortcuts') == 1
+    assert 'data-answer="accept" aria-keyshortcuts="Control+Enter a" disabled' in html
+    assert 'name="answer-note" maxlength="200" data-question="note" data-kind="text"' in html
+    assert "disabled" in html.split('name="answer-note"')[1].split(">")[0]
+    assert "Take over" not in html  # bob is not a supervisor
+    assert kinds(request)[-1] == "viewed"
+
+
+def test_outsiders_get_403_and_leave_no_trace(login, make_reviewer, make_request, other_queue) -> None:
+    request = make_request()
+    mallory = make_reviewer("mallory", other_queue)
+    client = login(mallory)
+    assert client.get(page_url(request)).status_code == 403
+    assert answer(client, request, "accept", approve="on").status_code == 403
+    assert answer(client, request, "takeover").status_code == 403
+    assert fresh(request).status == Status.PENDING
+    assert kinds(request) == ["created"]
+
+
+def test_anonymous_visitors_are_sent_to_login(client, make_request) -> None:
+    request = make_request()
+    response = client.get(page_url(request))
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert client.get("/requests/00000000-0000-0000-0000-000000000000/").status_code == 302
+
+
+def test_an_unknown_request_is_404(login, reviewer) -> None:
+    assert login(reviewer).get("/requests/00000000-0000-0000-0000-000000000000/").status_code == 404
+
+
+def test_accept_without_javascript_sends_exactly_the_typed_content(
+    login, reviewer, make_request, queue
+) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    response = answer(client, request, "accept", approve="on", note=" ship it ")
+    assert response.status_code == 302 and response["Location"] == f"/queues/{queue.slug}/"
+    done = fresh(request)
+    assert done.status == Status.COMPLETED
+    assert done.result() == {"action": "accept", "content": {"approve": True, "note": " ship it "}}
+    assert done.answered_by == reviewer
+    assert "Accepted. The agent has been told." in client.get(response["Location"]).content.decode()
+
+
+def test_an_unchecked_box_is_answered_false_and_a_skipped_question_is_left_out(
+    login, reviewer, make_request
+) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    answer(client, request, "accept", note="typed but skipped", skip="note")
+    assert fresh(request).result() == {"action": "accept", "content": {"approve": False}}
+
+
+def test_invalid_answers_come_back_next_to_their_fields_with_what_was_typed(
+    login, reviewer, make_request
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "title": "Code", "minLength": 6},
+            "count": {"type": "integer", "title": "Count", "maximum": 10},
+        },
+        "required": ["code", "count"],
+    }
+    request = make_request(requested_schema=schema)
+    client = login(reviewer)
+    client.get(page_url(request))
+    response = answer(client, request, "accept", code="abc", count="42")
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert 'data-error-for="code">Must be at least 6 characters.</p>' in html
+    assert 'data-error-for="count">Must be at most 10.</p>' in html
+    assert ">\nabc</textarea>" in html and 'value="42"' in html  # no maxLength: a textarea
+    assert "Some answers need attention." in html
+    assert fresh(request).status == Status.CLAIMED
+    assert answer(client, request, "accept", code="abcdef", count="7").status_code == 302
+    assert fresh(request).content == {"code": "abcdef", "count": 7}
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_decline_and_cancel_send_no_content_and_ignore_invalid_answers(
+    login, reviewer, make_request, action: str
+) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    response = answer(client, request, action, note="x" * 500)
+    assert response.status_code == 302
+    assert fresh(request).result() == {"action": action}
+
+
+def test_release_puts_the_request_back_in_the_queue(login, reviewer, make_request, queue) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    response = answer(client, request, "release")
+    assert response["Location"] == f"/queues/{queue.slug}/"
+    assert fresh(request).status == Status.PENDING and fresh(request).claimed_by is None
+
+
+def test_a_reviewer_who_does_not_hold_the_claim_cannot_answer_by_posting(
+    login, make_reviewer, make_request, queue
+) -> None:
+    alice = make_reviewer("alice", queue)
+    bob = make_reviewer("bob", queue)
+    request = make_request()
+    services.claim_request(request.pk, user=alice)
+    for action in ("accept", "decline", "cancel", "release"):
+        response = answer(login(bob), request, action, approve="on", note="from bob")
+        assert response.status_code == 409, action
+        assert "alice holds this request now" in response.content.decode()
+    response = answer(login(bob), request, "accept", approve="on", note="from bob")
+    assert 'value="from bob"' in response.content.decode()  # bob's text is not thrown away
+    assert fresh(request).status == Status.CLAIMED and fresh(request).claimed_by == alice
+
+
+def test_a_supervisor_sees_take_over_and_takes_the_claim_with_an_audit_row(
+    login, make_reviewer, make_request, queue
+) -> None:
+    alice = make_reviewer("alice", queue)
+    carol = make_reviewer("carol", queue, supervisor=True)
+    request = make_request()
+    services.claim_request(request.pk, user=alice)
+    client = login(carol)
+    assert "Take over" in client.get(page_url(request)).content.decode()
+    response = answer(client, request, "takeover")
+    assert response.status_code == 302 and response["Location"] == page_url(request)
+    assert fresh(request).claimed_by == carol
+    event = RequestEvent.objects.filter(request=request, kind="taken_over").get()
+    assert event.actor_user == carol and event.detail == {"previous_holder": "alice"}
+    assert "You hold this request." in client.get(page_url(request)).content.decode()
+    assert answer(login(alice), request, "accept", approve="on").status_code == 409
+
+
+def test_a_member_cannot_take_over(login, make_reviewer, make_request, queue) -> None:
+    alice = make_reviewer("alice", queue)
+    bob = make_reviewer("bob", queue)
+    request = make_request()
+    services.claim_request(request.pk, user=alice)
+    assert answer(login(bob), request, "takeover").status_code == 403
+    assert fresh(request).claimed_by == alice
+
+
+def test_a_lapsed_claim_nobody_took_is_taken_again_when_the_slow_reviewer_answers(
+    login, reviewer, make_request, clock
+) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    clock.advance(seconds=61)
+    assert services.release_expired_claims() == 1
+    assert answer(client, request, "accept", approve="on").status_code == 302
+    assert fresh(request).result() == {"action": "accept", "content": {"approve": True}}
+    assert kinds(request)[-3:] == ["lease_expired", "claimed", "completed"]
+
+
+def test_a_lapsed_claim_someone_else_took_is_reported_and_the_answer_kept(
+    login, make_reviewer, make_request, queue, clock
+) -> None:
+    alice = make_reviewer("alice", queue)
+    bob = make_reviewer("bob", queue)
+    request = make_request()
+    slow = login(alice)
+    slow.get(page_url(request))
+    clock.advance(seconds=61)
+    services.claim_request(request.pk, user=bob)  # the lease ran out, so bob may take it
+    response = answer(slow, request, "accept", approve="on", note="late")
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert "Your answer was not sent: bob holds this request now." in html
+    assert 'value="late"' in html
+    assert fresh(request).claimed_by == bob
+
+
+def test_a_withdrawn_request_page_says_so_and_takes_no_answers(login, reviewer, make_request, agent) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    services.withdraw_request(request.pk, agent=agent)
+    html = client.get(page_url(request)).content.decode()
+    assert "The agent withdrew this request" in html
+    assert 'data-answer="accept" aria-keyshortcuts="Control+Enter a" disabled' in html
+    response = answer(client, request, "accept", approve="on")
+    assert response.status_code == 409
+    assert "Your answer was not sent: The agent withdrew this request" in response.content.decode()
+    assert fresh(request).status == Status.WITHDRAWN
+
+
+def test_opening_an_overdue_request_shows_it_expired(login, reviewer, make_request, clock) -> None:
+    request = make_request(expires_in=10)
+    clock.advance(seconds=11)
+    html = login(reviewer).get(page_url(request)).content.decode()
+    assert fresh(request).status == Status.EXPIRED
+    assert "The deadline passed; the agent was sent “cancel”." in html
+
+
+def test_shared_drafts_prefill_the_form_and_skips_are_ticked(login, reviewer, make_request) -> None:
+    request = make_request()
+    services.claim_request(request.pk, user=reviewer)
+    services.save_draft(
+        request.pk, user=reviewer, question_id="approve", value=True, state=DraftState.SUBMITTED
+    )
+    services.save_draft(request.pk, user=reviewer, question_id="note", value=None, state=DraftState.SKIPPED)
+    html = login(reviewer).get(page_url(request)).content.decode()
+    assert (
+        'name="answer-approve" data-question="approve" data-kind="boolean" id="id_answer-approve" checked'
+        in html
+    )
+    assert 'value="note" data-skip-for="note" checked' in html
+
+
+def test_who_is_asking_comes_from_the_context_and_agent_text_is_escaped(
+    login, reviewer, make_request
+) -> None:
+    request = make_request(
+        message="<script>alert(1)</script>Pay?",
+        context={
+            "server": "bank<b>",
+            "tool": "transfer",
+            "arguments": {"to": "<img src=x onerror=alert(2)>"},
+            "ticket": "T-1",
+        },
+    )
+    html = login(reviewer).get(page_url(request)).content.decode()
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;Pay?" in html
+    assert "bank&lt;b&gt;" in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html and "<img src=x" not in html
+    assert "<code>transfer</code>" in html
+    assert 'sub-label">ticket</h3><pre class="json">T-1</pre>' in html
+
+
+def url_request(make_request: Any, url: str) -> ElicitationRequest:
+    return make_request(mode="url", url=url, requested_schema=None, message="Connect your account")
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "warnings"),
+    [
+        ("https://accounts.example.com/connect?x=1", "accounts.example.com", []),
+        ("http://accounts.example.com/", "accounts.example.com", ["not HTTPS"]),
+        ("https://xn--pple-43d.com/login", "xn--pple-43d.com", ["punycode"]),
+        ("https://bank.example@evil.example/", "evil.example", ["not the site: it opens evil.example"]),
+        ("https://wiki.münchen.example/", "wiki.münchen.example", ["punycode"]),
+    ],
+)
+def test_an_external_url_is_shown_in_full_with_its_domain_and_warnings(
+    login, reviewer, make_request, url: str, host: str, warnings: list[str]
+) -> None:
+    request = url_request(make_request, url)
+    html = login(reviewer).get(page_url(request)).content.decode()
+    assert f'<mark class="url-host" id="url-host">{host}</mark>' in html
+    assert f'href="{url}" target="_blank" rel="noopener noreferrer"' in html
+    assert html.count("data-url-warning") == len(warnings)
+    for warning in warnings:
+        assert warning in html
+    assert "<iframe" not in html and "<img" not in html and 'rel="prefetch"' not in html
+
+
+def test_a_punycode_domain_is_also_shown_decoded(login, reviewer, make_request) -> None:
+    request = url_request(make_request, "https://xn--pple-43d.com/login")
+    html = login(reviewer).get(page_url(request)).content.decode()
+    assert "which displays as “\u0430pple.com”" in html
+
+
+def test_a_url_request_is_marked_done_declined_or_cancelled_without_content(
+    login, reviewer, make_request, agent
+) -> None:
+    done = url_request(make_request, "https://accounts.example.com/")
+    client = login(reviewer)
+    client.get(page_url(done))
+    services.report_url_flow_complete(agent, request_id=done.pk)
+    assert "The agent reports the flow is complete." in client.get(page_url(done)).content.decode()
+    assert answer(client, done, "accept").status_code == 302
+    assert fresh(done).result() == {"action": "accept"}
+    declined = url_request(make_request, "https://accounts.example.com/")
+    client.get(page_url(declined))
+    answer(client, declined, "decline")
+    assert fresh(declined).result() == {"action": "decline"}
+
+
+def test_unknown_actions_are_refused(login, reviewer, make_request) -> None:
+    request = make_request()
+    client = login(reviewer)
+    client.get(page_url(request))
+    assert answer(client, request, "explode").status_code == 400
+    assert fresh(request).status == Status.CLAIMED
+
+
+def test_claiming_a_request_someone_else_holds_is_refused(login, make_reviewer, make_request, queue) -> None:
+    alice = make_reviewer("alice", queue)
+    bob = make_reviewer("bob", queue)
+    request = make_request()
+    services.claim_request(request.pk, user=alice)
+    response = answer(login(bob), request, "claim")
+    assert response.status_code == 409
+    assert "That did not work: alice holds this request now." in response.content.decode()
+    assert fresh(request).claimed_by == alice

@@ -1,0 +1,56 @@
+"""The deployment description parses and names only commands that exist in the project."""
+
+import importlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.core.management import get_commands
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_compose_has_every_service_of_the_deployment() -> None:
+    assert {"postgres", "redis", "web", "worker", "beat", "migrate"} <= set(compose()["services"])
+
+
+def test_app_services_get_the_database_and_redis() -> None:
+    services = compose()["services"]
+    for name in ("web", "worker", "beat", "migrate"):
+        env = services[name]["environment"]
+        assert env["DATABASE_URL"].startswith("postgres://"), name
+        assert env["REDIS_URL"].startswith("redis://"), name
+        assert "SECRET_KEY" in env, name
+
+
+def test_every_command_compose_runs_exists() -> None:
+    services = compose()["services"]
+    for name in ("web", "worker", "beat", "migrate"):
+        command = services[name]["command"]
+        program = command[0]
+        if program == "python":
+            assert command[1] == "manage.py" and command[2] in get_commands(), command
+        elif program == "daphne":
+            module, _, attribute = command[-1].partition(":")
+            assert hasattr(importlib.import_module(module), attribute), command
+            assert shutil.which("daphne") or (ROOT / ".venv/bin/daphne").exists()
+        elif program == "celery":
+            app = importlib.import_module(command[2]).celery_app
+            assert command[3] in ("worker", "beat")
+            assert "elicitation.tasks.expire_overdue_requests" in {
+                entry["task"] for entry in app.conf.beat_schedule.values()
+            }
+        else:
+            raise AssertionError(f"unexpected program {program} in {name}")
+
+
+def test_the_image_copies_what_the_project_needs() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for part in ("reviewhub", "elicitation", "templates", "static", "manage.py"):
+        assert f"COPY {part}" in dockerfile
+        assert (ROOT / part).exists()

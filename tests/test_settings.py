@@ -1,0 +1,92 @@
+"""Settings helpers fail loudly on bad values; the environment switches databases and layers."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from reviewhub import settings as project_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("true", True), ("0", False), ("Yes", True), ("off", False), ("", True)]
+)
+def test_env_bool_reads_the_usual_spellings(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool
+) -> None:
+    monkeypatch.setenv("RH_FLAG", raw)
+    assert project_settings.env_bool("RH_FLAG", True) is expected
+
+
+def test_env_bool_rejects_anything_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RH_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="RH_FLAG='maybe' is not a boolean"):
+        project_settings.env_bool("RH_FLAG", False)
+
+
+@pytest.mark.parametrize(("raw", "message"), [("ten", "not a whole number"), ("-3", "must be at least 0")])
+def test_env_int_rejects_bad_values(monkeypatch: pytest.MonkeyPatch, raw: str, message: str) -> None:
+    monkeypatch.setenv("RH_NUMBER", raw)
+    with pytest.raises(ImproperlyConfigured, match=message):
+        project_settings.env_int("RH_NUMBER", 1)
+
+
+def settings_in_subprocess(env: dict[str, str], expression: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    code = f"import reviewhub.settings as s; print(({expression},))"
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**clean, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_embedded_default_is_sqlite_in_memory_layer_and_eager_tasks() -> None:
+    result = settings_in_subprocess(
+        {},
+        "s.DATABASES['default']['ENGINE'], s.CHANNEL_LAYERS['default']['BACKEND'], s.CELERY_TASK_ALWAYS_EAGER",
+    )
+    assert result.stdout.strip() == (
+        "('django.db.backends.sqlite3', 'channels.layers.InMemoryChannelLayer', True)"
+    ), result.stderr
+
+
+def test_urls_switch_to_postgres_and_redis() -> None:
+    result = settings_in_subprocess(
+        {"DATABASE_URL": "postgres://u@db:5432/rh", "REDIS_URL": "redis://cache:6379/0"},
+        "s.DATABASES['default']['ENGINE'], s.DATABASES['default']['NAME'], s.CELERY_BROKER_URL, s.CELERY_TASK_ALWAYS_EAGER",
+    )
+    assert result.stdout.strip() == (
+        "('django.db.backends.postgresql', 'rh', 'redis://cache:6379/0', False)"
+    ), result.stderr
+
+
+def test_a_non_postgres_database_url_is_refused_with_a_clear_message() -> None:
+    result = settings_in_subprocess({"DATABASE_URL": "mysql://u@db/rh"}, "1")
+    assert result.returncode != 0
+    assert "DATABASE_URL must be a postgres:// URL" in result.stderr
+
+
+def test_a_bad_number_in_the_environment_stops_startup() -> None:
+    result = settings_in_subprocess({"MAX_BODY_BYTES": "lots"}, "1")
+    assert result.returncode != 0
+    assert "MAX_BODY_BYTES='lots' is not a whole number" in result.stderr
+
+
+def test_every_middleware_is_async_capable() -> None:
+    """One sync-only middleware would run every async long-poll in a thread of its own."""
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    sync_only = [
+        path for path in settings.MIDDLEWARE if not getattr(import_string(path), "async_capable", False)
+    ]
+    assert sync_only == []
