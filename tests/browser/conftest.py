@@ -35,6 +35,7 @@ CHROMIUM_ARGS = [
 ]
 OUTPUT = Path(settings.BASE_DIR) / "test-output"
 SCREENSHOTS = OUTPUT / "screenshots"
+FAILURES = OUTPUT / "failures"
 SERVER_START_SECONDS = 90  # generous: a loaded CI box can take long to import Django
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 
@@ -161,8 +162,21 @@ def session_cookie(user: User, base_url: str) -> dict[str, Any]:
     }
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_FAILED] = report.failed
+    return report
+
+
+CALL_FAILED = pytest.StashKey[bool]()
+
+
 @pytest.fixture
-def open_page(browser: Any, asgi_live_server_url: str) -> Iterator[Callable[..., Any]]:
+def open_page(
+    browser: Any, asgi_live_server_url: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Any]]:
     """`open_page(user=None, path="/")` → a Playwright page in a fresh context (its own cookies), logged in as user.
 
     Each page gets `page.watch` (a PageWatch); at teardown any CSP violation fails the test.
@@ -194,6 +208,14 @@ def open_page(browser: Any, asgi_live_server_url: str) -> Iterator[Callable[...,
         return page
 
     yield open_one
+    if request.node.stash.get(CALL_FAILED, False):
+        # What the browser showed when the test failed, for the CI log reader.
+        FAILURES.mkdir(parents=True, exist_ok=True)
+        for number, context in enumerate(contexts):
+            for page_number, page in enumerate(context.pages):
+                stem = FAILURES / f"{request.node.name}-{number}-{page_number}"
+                page.screenshot(path=f"{stem}.png", full_page=True)
+                stem.with_suffix(".html").write_text(page.content())
     for context in contexts:
         context.close()
     violations = [text for watch in watches for text in watch.csp_violations]

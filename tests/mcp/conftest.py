@@ -102,7 +102,9 @@ class LiveReviewHub:
         return self.log.read_text(errors="replace")[-6000:]
 
 
-@pytest.fixture(scope="session")
+# Package scope: its sweeper writes to the shared test database every second, so it must be gone before
+# other packages' tests (the browser tests backdate deadlines and expect no sweep to act on them).
+@pytest.fixture(scope="package")
 def live_reviewhub(django_db_setup: None) -> Iterator[LiveReviewHub]:
     server = LiveReviewHub().start()
     yield server
