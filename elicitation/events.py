@@ -1,6 +1,8 @@
 """Channel-layer group names, the payloads pushed to them, and sending them once the transaction commits."""
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -45,8 +47,69 @@ def request_summary(request: ElicitationRequest) -> dict[str, Any]:
     }
 
 
-def send_to_group(group: str, message: dict[str, Any]) -> None:
-    """Best effort: a push that fails is recovered by the durable feed and the long-poll recheck."""
+class PushSender:
+    """Sends pushes from the ASGI server's event loop, in order, without the request thread waiting for them.
+
+    A view runs in a worker thread; `async_to_sync` would hop to the loop and block the thread until Redis
+    answers, once per push (three for an answer). Here the thread only queues the message; one task on the
+    loop sends them in the order they were queued. Outside a server (Celery, commands, sync tests) there is
+    no loop to hand over to, and pushes are sent in place as before."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called on the server's loop with each ASGI connection; cheap when already bound."""
+        if self.loop is not loop:
+            self.loop, self.queue, self.task = loop, asyncio.Queue(), None
+
+    def send(self, group: str, message: dict[str, Any]) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            send_now(group, message)
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._enqueue(loop, group, message)
+            return
+        try:
+            loop.call_soon_threadsafe(self._enqueue, loop, group, message)
+        except RuntimeError:  # the loop closed between the check and the call
+            send_now(group, message)
+
+    def _enqueue(self, loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any]) -> None:
+        if self.loop is not loop or self.queue is None:
+            return  # rebound to a newer loop meanwhile; best effort, like every push
+        self.queue.put_nowait((group, message))
+        if self.task is None or self.task.done():
+            self.task = loop.create_task(self._drain(self.queue))
+
+    @staticmethod
+    async def _drain(queue: asyncio.Queue[tuple[str, dict[str, Any]]]) -> None:
+        layer = get_channel_layer()
+        while not queue.empty():
+            group, message = queue.get_nowait()
+            if layer is None:
+                continue
+            try:
+                await layer.group_send(group, message)
+            except Exception:
+                logger.warning(
+                    "channel layer push to %s failed; waiters fall back to the event feed",
+                    group,
+                    exc_info=True,
+                )
+
+
+pushes = PushSender()
+
+
+def send_now(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
@@ -58,6 +121,25 @@ def send_to_group(group: str, message: dict[str, Any]) -> None:
         )
 
 
+def send_to_group(group: str, message: dict[str, Any]) -> None:
+    """Best effort: a push that fails is recovered by the durable feed and the long-poll recheck."""
+    pushes.send(group, message)
+
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+
+
+def with_push_sender(app: ASGIApp) -> ASGIApp:
+    """Wrap the ASGI app so pushes made by its views leave from its event loop (see PushSender)."""
+
+    async def application(scope: Scope, receive: Any, send: Any) -> None:
+        pushes.bind(asyncio.get_running_loop())
+        await app(scope, receive, send)
+
+    return application
+
+
 def send_on_commit(group: str, message: dict[str, Any]) -> None:
     transaction.on_commit(lambda: send_to_group(group, message))
 
@@ -67,6 +149,14 @@ def broadcast_request_change(request: ElicitationRequest, kind: str) -> None:
     summary = request_summary(request)
     send_on_commit(queue_group(request.queue_id), {"type": "queue.update", "kind": kind, "request": summary})
     send_on_commit(request_group(request.id), {"type": "request.update", "kind": kind, "request": summary})
+
+
+def broadcast_new_request(request: ElicitationRequest) -> None:
+    """A new request is news for queue pages only: no request page or waiter can know its id yet."""
+    summary = request_summary(request)
+    send_on_commit(
+        queue_group(request.queue_id), {"type": "queue.update", "kind": "created", "request": summary}
+    )
 
 
 def broadcast_draft_change(request_id: Any, draft: dict[str, Any]) -> None:

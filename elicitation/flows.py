@@ -321,6 +321,7 @@ def _close_request(
         from_status=previous,
         to_status=Status.COMPLETED,
         detail={"action": action, **detail},
+        prev_hash=closed.audit_head,
     )
     services.emit_agent_event(closed, "completed")
     events.broadcast_request_change(closed, "completed")

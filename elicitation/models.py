@@ -122,6 +122,9 @@ class ReviewerToken(models.Model):
 
 
 class ElicitationRequest(models.Model):
+    # Not a column: the hash of the latest audit row, read with the row lock (services._lock).
+    audit_head: str
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="requests")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="requests")

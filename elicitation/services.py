@@ -9,8 +9,8 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from elicitation import clock, events, schemas
@@ -79,11 +79,19 @@ def record_event(
     from_status: str = "",
     to_status: str = "",
     detail: dict[str, Any] | None = None,
+    prev_hash: str | None = None,
 ) -> RequestEvent:
-    """Append an audit row chained to the request's previous one. Callers hold the request's row lock."""
-    previous = (
-        RequestEvent.objects.filter(request_id=request.pk).order_by("-id").values_list("hash", flat=True)
-    )
+    """Append an audit row chained to the request's previous one. Callers hold the request's row lock.
+
+    `prev_hash` is the hash of the request's latest audit row when the caller read it under that lock
+    (`_transition` does, as `request.audit_head`), saving the lookup."""
+    if prev_hash is None:
+        prev_hash = (
+            RequestEvent.objects.filter(request_id=request.pk)
+            .order_by("-id")
+            .values_list("hash", flat=True)
+            .first()
+        ) or ""
     actor_type = ActorType.REVIEWER if actor_user else ActorType.AGENT if actor_agent else ActorType.SYSTEM
     event = RequestEvent(
         request_id=request.pk,
@@ -95,7 +103,7 @@ def record_event(
         to_status=to_status,
         detail=detail or {},
         at=clock.now(),
-        prev_hash=previous.first() or "",
+        prev_hash=prev_hash,
     )
     event.hash = audit_row_hash(event)
     event.save()
@@ -110,10 +118,26 @@ def agent_event_payload(request: ElicitationRequest, kind: str, seq: int) -> dic
     return payload
 
 
+NEXT_EVENT_SEQ_SQL = (
+    f"UPDATE {Agent._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608 - model's own table
+    "WHERE id = %s RETURNING last_event_seq"
+)
+
+
+def next_event_seq(agent_id: int) -> int:
+    """Bump the agent's cursor in one statement. The UPDATE locks the agent row until commit, so cursors
+    commit in order."""
+    with connection.cursor() as cursor:
+        cursor.execute(NEXT_EVENT_SEQ_SQL, [agent_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("No such agent.")
+    return int(row[0])
+
+
 def emit_agent_event(request: ElicitationRequest, kind: str) -> AgentEvent:
-    """Append to the agent's outbox. The UPDATE locks the agent row until commit, so cursors commit in order."""
-    Agent.objects.filter(pk=request.agent_id).update(last_event_seq=F("last_event_seq") + 1)
-    seq = Agent.objects.values_list("last_event_seq", flat=True).get(pk=request.agent_id)
+    """Append to the agent's outbox, under the next cursor."""
+    seq = next_event_seq(request.agent_id)
     payload = agent_event_payload(request, kind, seq)
     event = AgentEvent.objects.create(
         agent_id=request.agent_id, seq=seq, kind=kind, request=request, payload=payload
@@ -131,6 +155,20 @@ def _reload(request_id: UUID) -> ElicitationRequest:
     return ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").get(pk=request_id)
 
 
+def _lock(request_id: UUID) -> ElicitationRequest | None:
+    """The request row, locked until commit (not its queue, agent or holder), read with them and with the
+    hash its next audit row chains to (`audit_head`)."""
+    latest_hash = RequestEvent.objects.filter(request_id=OuterRef("pk")).order_by("-id").values("hash")[:1]
+    return (
+        ElicitationRequest.objects.select_for_update(of=("self",))
+        .select_related("queue", "agent", "claimed_by")
+        # The model declares audit_head (not a column) so that readers type-check; this is where it is set.
+        .annotate(audit_head=Coalesce(Subquery(latest_hash), Value("")))  # type: ignore[no-redef]
+        .filter(pk=request_id)
+        .first()
+    )
+
+
 def _transition(
     request_id: UUID,
     *,
@@ -141,22 +179,24 @@ def _transition(
     """Compare-and-set: apply `changes` only where `allowed` still holds. Returns (previous status, fresh row).
 
     Runs inside the caller's transaction. The row lock taken first makes the recorded previous status exact
-    and serialises the request's audit chain; the guarded UPDATE is what decides who won."""
-    current = (
-        ElicitationRequest.objects.select_for_update()
-        .filter(pk=request_id)
-        .values_list("status", flat=True)
-        .first()
-    )
-    if current is None:
+    and serialises the request's audit chain; the guarded UPDATE is what decides who won. The row returned is
+    the locked one with the changes applied (expressions re-read), and `audit_head` for `record_event`."""
+    locked = _lock(request_id)
+    if locked is None:
         raise NotFound("No such request.")
-    updated = ElicitationRequest.objects.filter(Q(pk=request_id) & allowed).update(
-        **changes, updated_at=clock.now()
-    )
+    previous = locked.status
+    now = clock.now()
+    updated = ElicitationRequest.objects.filter(Q(pk=request_id) & allowed).update(**changes, updated_at=now)
     if updated == 0:
-        now_status = ElicitationRequest.objects.filter(pk=request_id).values_list("status", flat=True).first()
-        raise InvalidTransition(f"Cannot {what}: the request is {now_status}.", current_status=now_status)
-    return current, _reload(request_id)
+        raise InvalidTransition(f"Cannot {what}: the request is {previous}.", current_status=previous)
+    computed = [name for name, value in changes.items() if hasattr(value, "resolve_expression")]
+    for name, value in changes.items():
+        if name not in computed:
+            setattr(locked, name, value)
+    locked.updated_at = now
+    if computed:
+        locked.refresh_from_db(fields=computed)
+    return previous, locked
 
 
 # --- agents: create, withdraw, URL-flow completion ----------------------------------------------------------------
@@ -228,9 +268,8 @@ def create_request(
     try:
         with transaction.atomic():
             request.save(force_insert=True)
-            record_event(request, "created", actor_agent=agent, to_status=Status.PENDING)
-            request = _reload(request.pk)
-            events.broadcast_request_change(request, "created")
+            record_event(request, "created", actor_agent=agent, to_status=Status.PENDING, prev_hash="")
+            events.broadcast_new_request(request)
             from elicitation import notifications
 
             notifications.request_arrived(request)
@@ -273,7 +312,12 @@ def withdraw_request(request_id: UUID, *, agent: Agent) -> ElicitationRequest:
             what="withdraw",
         )
         record_event(
-            request, "withdrawn", actor_agent=agent, from_status=previous, to_status=Status.WITHDRAWN
+            request,
+            "withdrawn",
+            actor_agent=agent,
+            from_status=previous,
+            to_status=Status.WITHDRAWN,
+            prev_hash=request.audit_head,
         )
         emit_agent_event(request, "withdrawn")
         events.broadcast_request_change(request, "withdrawn")
@@ -332,7 +376,14 @@ def claim_request(request_id: UUID, *, user: Any) -> ElicitationRequest:
             changes=_claim_changes(user, request.queue, now),
             what="claim",
         )
-        record_event(claimed, "claimed", actor_user=user, from_status=previous, to_status=Status.CLAIMED)
+        record_event(
+            claimed,
+            "claimed",
+            actor_user=user,
+            from_status=previous,
+            to_status=Status.CLAIMED,
+            prev_hash=claimed.audit_head,
+        )
         events.broadcast_request_change(claimed, "claimed")
     return claimed
 
@@ -352,9 +403,15 @@ def claim_next(queue: Queue, *, user: Any, attempts: int = 20) -> ElicitationReq
             )
             if updated == 0:
                 continue  # another reviewer took it between our read and write (SQLite path): try the next one
-            claimed = _reload(candidate)
+            claimed = _lock(candidate)  # already ours: the UPDATE holds the row until commit
+            assert claimed is not None
             record_event(
-                claimed, "claimed", actor_user=user, from_status=Status.PENDING, to_status=Status.CLAIMED
+                claimed,
+                "claimed",
+                actor_user=user,
+                from_status=Status.PENDING,
+                to_status=Status.CLAIMED,
+                prev_hash=claimed.audit_head,
             )
             events.broadcast_request_change(claimed, "claimed")
             return claimed
@@ -379,6 +436,7 @@ def take_over_claim(request_id: UUID, *, supervisor: Any) -> ElicitationRequest:
             from_status=previous,
             to_status=Status.CLAIMED,
             detail={"previous_holder": previous_holder},
+            prev_hash=claimed.audit_head,
         )
         events.broadcast_request_change(claimed, "claimed")
     return claimed
@@ -411,7 +469,14 @@ def release_claim(request_id: UUID, *, user: Any) -> ElicitationRequest:
             },
             what="release",
         )
-        record_event(released, "released", actor_user=user, from_status=previous, to_status=Status.PENDING)
+        record_event(
+            released,
+            "released",
+            actor_user=user,
+            from_status=previous,
+            to_status=Status.PENDING,
+            prev_hash=released.audit_head,
+        )
         events.broadcast_request_change(released, "released")
     return released
 
@@ -440,6 +505,7 @@ def release_claim_as_operator(request_id: UUID, *, operator: Any) -> Elicitation
             from_status=previous,
             to_status=Status.PENDING,
             detail={"holder": holder.get_username() if holder else None, "by": "operator"},
+            prev_hash=released.audit_head,
         )
         events.broadcast_request_change(released, "released")
     return released
@@ -466,7 +532,13 @@ def release_expired_claims(now: datetime | None = None) -> int:
                 )
             except InvalidTransition:
                 continue  # renewed or answered since we looked
-            record_event(request, "lease_expired", from_status=previous, to_status=Status.PENDING)
+            record_event(
+                request,
+                "lease_expired",
+                from_status=previous,
+                to_status=Status.PENDING,
+                prev_hash=request.audit_head,
+            )
             events.broadcast_request_change(request, "released")
             released += 1
     return released
@@ -532,11 +604,19 @@ def content_from_drafts(request: ElicitationRequest) -> dict[str, Any]:
 
 
 def respond(
-    request_id: UUID, *, user: Any, action: str, content: dict[str, Any] | None = None
+    request_id: UUID,
+    *,
+    user: Any,
+    action: str,
+    content: dict[str, Any] | None = None,
+    loaded: ElicitationRequest | None = None,
 ) -> ElicitationRequest:
-    """Complete a claimed request. Accept validates the content (or the submitted drafts); decline/cancel carry none."""
+    """Complete a claimed request. Accept validates the content (or the submitted drafts); decline/cancel carry none.
+
+    `loaded` is the request as the caller just read it, for the checks made before the row is locked (the
+    guarded UPDATE re-checks them)."""
     # Past its deadline the request has expired, whether or not the sweep has run: the agent gets one outcome.
-    request = expire_if_overdue(_reload(request_id))
+    request = expire_if_overdue(loaded if loaded is not None else _reload(request_id))
     if request.status != Status.CLAIMED or request.claimed_by_id != user.pk:
         raise InvalidTransition(
             "Only the reviewer holding the claim can answer it.", current_status=request.status
@@ -599,6 +679,7 @@ def _complete(
             from_status=previous,
             to_status=Status.COMPLETED,
             detail={"action": action},
+            prev_hash=completed.audit_head,
         )
         emit_agent_event(completed, "completed")
         events.broadcast_request_change(completed, "completed")
@@ -645,6 +726,7 @@ def expire_request(
                 from_status=previous,
                 to_status=Status.PENDING,
                 detail={"from_queue": queue.slug, "to_queue": target.slug},
+                prev_hash=moved.audit_head,
             )
             # The old queue's pages drop it; the new queue's pages gain it.
             events.send_on_commit(
@@ -671,6 +753,7 @@ def expire_request(
             from_status=previous,
             to_status=Status.EXPIRED,
             detail={"action": action},
+            prev_hash=expired.audit_head,
         )
         emit_agent_event(expired, "expired")
         events.broadcast_request_change(expired, "expired")

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, caches
+from django.core.cache.backends.redis import RedisCache
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -60,14 +61,30 @@ def count_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
     now = clock.now().timestamp()
     window_start = int(now // rate.window_seconds) * rate.window_seconds
     key = f"{KEY_NAMESPACE}:rate:{scope}:{ident}:{window_start}"
+    return _increment(key, rate.window_seconds + 5), max(
+        1, math.ceil(window_start + rate.window_seconds - now)
+    )
+
+
+def _increment(key: str, timeout: int) -> int:
+    """Atomically count one hit under `key`, creating it with `timeout` if it is new."""
+    backend = caches["default"]
+    if isinstance(backend, RedisCache):
+        # One round trip instead of Django's three (add; incr = EXISTS + INCRBY): this runs on every API call.
+        # SET NX cannot reset a count another process started; the value is a plain integer, as Django's
+        # Redis cache stores ints, so cache.get() reads it back.
+        full_key = backend.make_and_validate_key(key)
+        with backend._cache.get_client(full_key, write=True).pipeline(transaction=False) as pipe:
+            pipe.set(full_key, 0, ex=timeout, nx=True)
+            pipe.incr(full_key)
+            return int(pipe.execute()[1])
     # add() is a no-op when the key exists, so concurrent first hits cannot reset each other's count.
-    cache.add(key, 0, timeout=rate.window_seconds + 5)
+    backend.add(key, 0, timeout=timeout)
     try:
-        count = cache.incr(key)
+        return int(backend.incr(key))
     except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=rate.window_seconds + 5)
-        count = 1
-    return count, max(1, math.ceil(window_start + rate.window_seconds - now))
+        backend.set(key, 1, timeout=timeout)
+        return 1
 
 
 def current_count(scope: str, ident: str, rate: Rate) -> tuple[int, int]:

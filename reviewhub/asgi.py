@@ -47,16 +47,20 @@ if importlib.util.find_spec("mcp") is not None:  # the optional `reviewhub[mcp]`
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from elicitation.events import with_push_sender  # noqa: E402
 from elicitation.routing import websocket_urlpatterns  # noqa: E402
 from elicitation.sweeper import with_periodic_sweeps  # noqa: E402
 
-# The embedded deployment's deadline/lease/notification sweeps start with the first ASGI event (see sweeper.py).
-application = with_periodic_sweeps(
-    ProtocolTypeRouter(
-        {
-            "http": django_http,
-            # Origins are checked per route (elicitation/routing.py): cookie-authenticated reviewer pages only.
-            "websocket": URLRouter(websocket_urlpatterns),
-        }
+# The embedded deployment's deadline/lease/notification sweeps start with the first ASGI event (see sweeper.py);
+# pushes leave from the server's event loop without holding the view's thread (events.PushSender).
+application = with_push_sender(
+    with_periodic_sweeps(
+        ProtocolTypeRouter(
+            {
+                "http": django_http,
+                # Origins are checked per route (elicitation/routing.py): cookie-authenticated reviewer pages.
+                "websocket": URLRouter(websocket_urlpatterns),
+            }
+        )
     )
 )

@@ -46,8 +46,8 @@ class ReviewerAPIView(APIView):
         return found
 
     def answer(self, found: ElicitationRequest, code: int = status.HTTP_200_OK) -> Response:
-        fresh = ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").get(pk=found.pk)
-        return Response(s.ReviewRequestSerializer(fresh).data, status=code)
+        """`found` as the service returned it: services hand back the row as they left it."""
+        return Response(s.ReviewRequestSerializer(found).data, status=code)
 
 
 class QueueListView(ReviewerAPIView):
@@ -180,7 +180,7 @@ class RespondView(ReviewerAPIView):
         summary="Answer: accept with content (or the submitted drafts), decline or cancel",
     )
     def post(self, request: Request, request_id: UUID) -> Response:
-        self.reviewable_request(request_id)
+        found = self.reviewable_request(request_id)
         body = s.RespondSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         answered = services.respond(
@@ -188,5 +188,6 @@ class RespondView(ReviewerAPIView):
             user=request.user,
             action=body.validated_data["action"],
             content=body.validated_data.get("content"),
+            loaded=found,
         )
         return self.answer(answered)

@@ -3,8 +3,8 @@
 import re
 import threading
 import time
-from datetime import timedelta
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 

@@ -32,6 +32,11 @@ def test_database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+# Every connection a fault-test process opens carries this name, so a test that kills connections kills only
+# those, never the test run's own or another fixture's server's.
+APPLICATION_NAME = "reviewhub-fault-process"
+
+
 def base_env(**extra: str) -> dict[str, str]:
     return {
         **os.environ,
@@ -39,7 +44,7 @@ def base_env(**extra: str) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         "PERIODIC_SWEEPS_IN_PROCESS": "false",
         "LOG_LEVEL": "WARNING",
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": f"{test_database_url()}?application_name={APPLICATION_NAME}",
         **extra,
     }
 

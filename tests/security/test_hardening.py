@@ -158,10 +158,10 @@ print(json.dumps({"status": response.status_code, **{k: morsel[k] for k in ("sec
             [sys.executable, "-c", code],
             env={
                 **{
-                k: v
-                for k, v in os.environ.items()
-                if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}
-            },
+                    k: v
+                    for k, v in os.environ.items()
+                    if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+                },
                 **PRODUCTION_ENV,
                 **db_env,
                 "DJANGO_SETTINGS_MODULE": "reviewhub.settings",
