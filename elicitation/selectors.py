@@ -268,18 +268,42 @@ def queue_page(
     )
 
 
+# The queue page counts this far, then says "1,000+": its cost must follow the page, not the queue's length
+# (an exact COUNT of 100,000 pending rows is a scan of them all; BENCHMARKS.md #5). Exact figures are on the
+# dashboard and /metrics.
+COUNT_CAP = 1000
+
+
+def count_label(count: int) -> str:
+    return f"{COUNT_CAP:,}+" if count > COUNT_CAP else f"{count:,}"
+
+
 @dataclass(frozen=True)
 class QueueCounts:
+    """Counts up to COUNT_CAP + 1; `labels` is what the page shows."""
+
     pending: int
     claimed: int
     overdue: int
 
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            "pending": count_label(self.pending),
+            "claimed": count_label(self.claimed),
+            "overdue": count_label(self.overdue),
+        }
+
 
 def queue_counts(queue: Queue) -> QueueCounts:
-    """One queue's header counts: index-only counts per status, not the all-queues aggregate of the dashboard."""
+    """One queue's header counts, each a COUNT over at most COUNT_CAP + 1 index entries."""
     open_rows = ElicitationRequest.objects.filter(queue=queue)
+
+    def bounded(rows: QuerySet[ElicitationRequest]) -> int:
+        return rows.order_by().values("pk")[: COUNT_CAP + 1].count()
+
     return QueueCounts(
-        pending=open_rows.filter(status=Status.PENDING).count(),
-        claimed=open_rows.filter(status=Status.CLAIMED).count(),
-        overdue=open_rows.filter(status__in=OPEN_STATUSES, deadline__lte=clock.now()).count(),
+        pending=bounded(open_rows.filter(status=Status.PENDING)),
+        claimed=bounded(open_rows.filter(status=Status.CLAIMED)),
+        overdue=bounded(open_rows.filter(status__in=OPEN_STATUSES, deadline__lte=clock.now())),
     )

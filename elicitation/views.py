@@ -124,8 +124,7 @@ def queue_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def queue_counts(request: HttpRequest, slug: str) -> JsonResponse:
     """The queue page's header counts, refreshed by its script after live updates (cheaper than the dashboard's)."""
-    counts = selectors.queue_counts(reviewable_queue(request.user, slug))
-    return JsonResponse({"pending": counts.pending, "claimed": counts.claimed, "overdue": counts.overdue})
+    return JsonResponse(selectors.queue_counts(reviewable_queue(request.user, slug)).labels)
 
 
 def _int_or_none(text: str | None) -> int | None:

@@ -208,5 +208,37 @@ def test_the_counts_endpoint_serves_members_only(
     claimed = make_request()
     services.claim_request(claimed.pk, user=alice)
     response = login(alice).get(f"/queues/{queue.slug}/counts")
-    assert response.json() == {"pending": 1, "claimed": 1, "overdue": 0}
+    assert response.json() == {"pending": "1", "claimed": "1", "overdue": "0"}
     assert login(make_reviewer("mallory", other_queue)).get(f"/queues/{queue.slug}/counts").status_code == 403
+
+
+def test_queue_counts_stop_at_the_cap_and_say_so(
+    login, make_reviewer, make_request, queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(selectors, "COUNT_CAP", 3)
+    alice = make_reviewer("alice", queue)
+    for _ in range(5):
+        make_request()
+    claimed = make_request()
+    services.claim_request(claimed.pk, user=alice)
+
+    counts = selectors.queue_counts(queue)
+    page = login(alice).get(f"/queues/{queue.slug}/")
+
+    assert (counts.pending, counts.claimed) == (4, 1)  # counted to the cap + 1, no further
+    assert login(alice).get(f"/queues/{queue.slug}/counts").json() == {
+        "pending": "3+",
+        "claimed": "1",
+        "overdue": "0",
+    }
+    assert re.search(r'data-count="pending">3\+</strong>', page.content.decode())
+
+
+def test_each_queue_count_reads_at_most_the_cap_of_rows(make_request, queue) -> None:
+    make_request()
+    with CaptureQueriesContext(connection) as queries:
+        selectors.queue_counts(queue)
+
+    counts = [q["sql"] for q in queries.captured_queries]
+    assert len(counts) == 3
+    assert all(f"LIMIT {selectors.COUNT_CAP + 1}" in sql for sql in counts), counts
