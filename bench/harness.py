@@ -134,12 +134,12 @@ def cpu_seconds(pid: int) -> float:
 class Server:
     """One ASGI server process under test (daphne or uvicorn) on a free loopback port, bench settings."""
 
-    def __init__(self, kind: str = "daphne", env: dict[str, str] | None = None) -> None:
+    def __init__(self, kind: str = "daphne", env: dict[str, str] | None = None, role: str = "") -> None:
         self.kind = kind
         self.port = free_port()
         self.env = bench_env(**(env or {}))
         self.process: subprocess.Popen[bytes] | None = None
-        self.log_path = RESULTS / f"server-{kind}.log"
+        self.log_path = RESULTS / f"server-{kind}{'-' + role if role else ''}.log"
         self.profiler: subprocess.Popen[bytes] | None = None
 
     @property

@@ -1,5 +1,8 @@
 """#3 Push latency: from the commit of a reviewer's answer to the waiting agent's WebSocket frame.
 
+Answers are committed by one server process and the agents' sockets are held by another, as in a deployment
+with more than one web process; the run is then repeated with one process doing both (reported beside it).
+
 1,000 idle agent sockets (one agent each) stay open on the server; 20 waiting agents subscribe to their
 claimed requests; requests are answered at 100/s through `bench/respond/<id>` (the real `services.respond`,
 reporting the moment its transaction committed, on CLOCK_MONOTONIC, which every process on the machine
@@ -43,12 +46,27 @@ def run(ctx: Context) -> Report:
         idle_agents = fixtures.create_agents(PREFIX + "-idle", idle, queue)
         waiting = fixtures.create_agents(PREFIX + "-wait", WAITING_AGENTS, queue)
         reviewer = fixtures.create_reviewers(PREFIX, 1, queue)[0]
+        # As deployed with more than one web process: reviewers' answers are committed by one process, the
+        # agents' sockets and long-polls are held by another, and the push crosses Redis between them.
         ws_ids = claimed_requests(queue, waiting, reviewer.id, ws_count)
         lp_ids = claimed_requests(queue, waiting, reviewer.id, lp_count)
-        with Server("daphne", env=UNBOUND_RATES) as server:
-            result = asyncio.run(measure(ctx, server, idle_agents, waiting, reviewer.id, ws_ids, lp_ids))
+        with (
+            Server("daphne", env=UNBOUND_RATES, role="sockets") as sockets,
+            Server("daphne", env=UNBOUND_RATES, role="answers") as answers,
+        ):
+            result = asyncio.run(
+                measure(ctx, sockets, answers.base_url, idle_agents, waiting, reviewer.id, ws_ids, lp_ids)
+            )
+        # One process doing both: its answering work and the pushes share one event loop and one GIL.
+        ws_ids = claimed_requests(queue, waiting, reviewer.id, ws_count)
+        lp_ids = claimed_requests(queue, waiting, reviewer.id, lp_count)
+        with Server("daphne", env=UNBOUND_RATES, role="both") as server:
+            shared = asyncio.run(
+                measure(ctx, server, server.base_url, idle_agents, waiting, reviewer.id, ws_ids, lp_ids)
+            )
     finally:
         fixtures.purge(PREFIX)
+    shared_ws_p50, shared_ws_p99 = percentile(shared["ws"], 50) * 1000, percentile(shared["ws"], 99) * 1000
 
     ws, lp, hop = result["ws"], result["lp"], result["hop"]
     ws_p50, ws_p99 = percentile(ws, 50) * 1000, percentile(ws, 99) * 1000
@@ -100,6 +118,33 @@ def run(ctx: Context) -> Report:
             result["rate"] >= 95,
         ),
         Figure(
+            "one process answering and relaying: WebSocket push p50",
+            shared_ws_p50,
+            "ms",
+            "reported",
+            None,
+            ws_p50,
+            "answers on another process",
+            shared_ws_p50 / ws_p50,
+        ),
+        Figure(
+            "one process answering and relaying: WebSocket push p99",
+            shared_ws_p99,
+            "ms",
+            "reported",
+            None,
+            ws_p99,
+            "answers on another process",
+            shared_ws_p99 / ws_p99,
+        ),
+        Figure(
+            "one process answering and relaying: answers committed per second",
+            shared["rate"],
+            "/s",
+            "reported",
+            None,
+        ),
+        Figure(
             f"idle agent sockets open during the run (of {idle:,})",
             result["idle_open"],
             "",
@@ -116,11 +161,21 @@ def run(ctx: Context) -> Report:
         "lp_missing": result["lp_missing"],
         "achieved_answer_rate": result["rate"],
         "long_poll_outcomes_other_than_completed": result["long_poll_outcomes_other_than_completed"],
+        "one_process": {
+            "websocket": summary_ms(shared["ws"]),
+            "long_poll": summary_ms(shared["lp"]),
+            "achieved_answer_rate": shared["rate"],
+            "missing": shared["ws_missing"] + shared["lp_missing"],
+            "long_poll_outcomes_other_than_completed": shared["long_poll_outcomes_other_than_completed"],
+        },
     }
     report.notes.append(
         f"{len(ws_ids)} answers pushed over WebSocket and {len(lp_ids)} over long-poll at {RATE:.0f}/s "
         f"(achieved {result['rate']:.0f}/s) with {result['idle_open']:,} idle agent sockets open; "
-        f"20 waiting agents; at most {IN_FLIGHT} answers in flight; one daphne process; clients in one asyncio process."
+        f"20 waiting agents; at most {IN_FLIGHT} answers in flight; clients in one asyncio process. Target rows: "
+        "answers committed by one daphne process, sockets and long-polls held by another (a deployment with "
+        "more than one web process; the push crosses Redis). 'One process' rows: the same run again with a "
+        "single daphne process doing both, whose answering work delays its own pushes."
     )
     return report
 
@@ -156,6 +211,7 @@ async def open_socket(url: str, key: str) -> Any:
 async def measure(
     ctx: Context,
     server: Server,
+    answers_url: str,
     idle_agents: list[fixtures.Credential],
     waiting: list[fixtures.Credential],
     reviewer_id: int,
@@ -209,7 +265,7 @@ async def measure(
             nonlocal answer_errors
             async with in_flight:
                 response = await client.post(
-                    f"/bench/respond/{request_id}", headers={"X-Bench-User": str(reviewer_id)}
+                    f"{answers_url}/bench/respond/{request_id}", headers={"X-Bench-User": str(reviewer_id)}
                 )
             if response.status_code != 200:
                 answer_errors += 1

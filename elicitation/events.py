@@ -3,10 +3,14 @@
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
+import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer
+from django.conf import settings
 from django.db import transaction
 
 from elicitation.models import ElicitationRequest
@@ -47,23 +51,30 @@ def request_summary(request: ElicitationRequest) -> dict[str, Any]:
     }
 
 
+Batch = list[tuple[str, dict[str, Any]]]
+
+
 class PushSender:
     """Sends pushes from the ASGI server's event loop, in order, without the request thread waiting for them.
 
     A view runs in a worker thread; `async_to_sync` would hop to the loop and block the thread until Redis
-    answers, once per push (three for an answer). Here the thread only queues the message; one task on the
-    loop sends them in the order they were queued. Outside a server (Celery, commands, sync tests) there is
-    no loop to hand over to, and pushes are sent in place as before."""
+    answers, once per push (three for an answer). Here the thread only queues the message, and a task on the
+    loop sends whatever has queued up as one batch. With Redis pub/sub a batch is one pipelined round trip:
+    channels_redis publishes one message per round trip under a lock, and on a busy loop each round trip
+    waits for the loop to come round again, so sent one by one 200 pushes a second built seconds of backlog
+    (BENCHMARKS.md #3). Outside a server (Celery, commands, sync tests) there is no loop to hand over to, and
+    pushes are sent in place."""
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
+        self.pending: Batch = []
         self.task: asyncio.Task[None] | None = None
+        self.redis: Any = None  # redis.asyncio client for pipelined publishes, bound to self.loop
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called on the server's loop with each ASGI connection; cheap when already bound."""
         if self.loop is not loop:
-            self.loop, self.queue, self.task = loop, asyncio.Queue(), None
+            self.loop, self.pending, self.task, self.redis = loop, [], None, None
 
     def send(self, group: str, message: dict[str, Any]) -> None:
         loop = self.loop
@@ -83,27 +94,64 @@ class PushSender:
             send_now(group, message)
 
     def _enqueue(self, loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any]) -> None:
-        if self.loop is not loop or self.queue is None:
+        if self.loop is not loop:
             return  # rebound to a newer loop meanwhile; best effort, like every push
-        self.queue.put_nowait((group, message))
+        self.pending.append((group, message))
         if self.task is None or self.task.done():
-            self.task = loop.create_task(self._drain(self.queue))
+            self.task = loop.create_task(self._drain())
 
-    @staticmethod
-    async def _drain(queue: asyncio.Queue[tuple[str, dict[str, Any]]]) -> None:
+    async def _drain(self) -> None:
         layer = get_channel_layer()
-        while not queue.empty():
-            group, message = queue.get_nowait()
+        while self.pending:
+            batch, self.pending = self.pending, []
             if layer is None:
                 continue
             try:
-                await layer.group_send(group, message)
+                target = pipelined_target(layer)
+                if target is not None:
+                    await self._publish_pipelined(layer, target, batch)
+                else:
+                    await send_one_by_one(layer, batch)
             except Exception:
                 logger.warning(
-                    "channel layer push to %s failed; waiters fall back to the event feed",
-                    group,
+                    "channel layer push of %d messages failed; waiters fall back to the event feed",
+                    len(batch),
                     exc_info=True,
                 )
+
+    async def _publish_pipelined(self, layer: Any, target: "PubSubTarget", batch: Batch) -> None:
+        """PUBLISH each message to the channel its group's subscribers listen on, in order, in one round trip."""
+        if self.redis is None:
+            self.redis = aioredis.Redis.from_url(target.url)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group, message in batch:
+                # channels_redis's own name for a group's channel (RedisPubSubLoopLayer._get_group_channel_name);
+                # tests/delivery/test_push_sender.py checks the group's subscribers receive what is sent here.
+                pipe.publish(f"{target.prefix}__group__{group}", layer.serialize(message))
+            await pipe.execute()
+
+
+@dataclass(frozen=True)
+class PubSubTarget:
+    url: str
+    prefix: str
+
+
+def pipelined_target(layer: Any) -> PubSubTarget | None:
+    """Where to publish directly: the configured Redis of a single-host pub/sub layer, else None."""
+    if not isinstance(layer, RedisPubSubChannelLayer):
+        return None
+    layers: dict[str, Any] = settings.CHANNEL_LAYERS
+    config: dict[str, Any] = layers["default"].get("CONFIG", {})
+    hosts = config.get("hosts", [])
+    if len(hosts) != 1 or not isinstance(hosts[0], str):
+        return None
+    return PubSubTarget(url=hosts[0], prefix=config.get("prefix", "asgi"))
+
+
+async def send_one_by_one(layer: Any, batch: Batch) -> None:
+    for group, message in batch:
+        await layer.group_send(group, message)
 
 
 pushes = PushSender()

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -154,3 +155,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "services" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_database_pools(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """Close this process's PostgreSQL connection pools before the test database is dropped: pooled
+    connections left open make DROP DATABASE fail ("being accessed by other users")."""
+    yield
+    with django_db_blocker.unblock():
+        for connection in connections.all():
+            close_pool = getattr(connection, "close_pool", None)
+            if close_pool is not None:
+                close_pool()

@@ -37,6 +37,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+DB_RETRY_PAUSE_SECONDS = 0.5
+
 # Waiters' database checks (and the agent sockets') run here: a fixed handful of threads however many wait.
 WAITER_DB_THREADS = 4
 _waiter_db_executor = ThreadPoolExecutor(
@@ -50,8 +52,14 @@ def database_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     return DatabaseSyncToAsync(func, thread_sensitive=False, executor=_waiter_db_executor)
 
 
-async def wait_until(group: str, seconds: float, is_done: Callable[[], Awaitable[bool]]) -> None:
-    """Return when `is_done()` holds or `seconds` pass; wake on any push to `group`.
+async def wait_until(
+    group: str,
+    seconds: float,
+    is_done: Callable[[], Awaitable[bool]],
+    settles: Callable[[Message], bool] = lambda message: False,
+) -> None:
+    """Return when `is_done()` holds or `seconds` pass; wake on any push to `group`. A push for which
+    `settles(message)` holds ends the wait at once: the database read that follows would only confirm it.
 
     A channel layer that is down (Redis restarting) is not an error here: the wait just polls the database."""
     layer = get_channel_layer()
@@ -69,7 +77,7 @@ async def wait_until(group: str, seconds: float, is_done: Callable[[], Awaitable
     # the subscription each time, losing any push that lands in between.
     receiving: asyncio.Future[Any] | None = None
     try:
-        while not await is_done():
+        while not await check_tolerating_blips(is_done):
             remaining = give_up_at - loop.time()
             if remaining <= 0:
                 return
@@ -82,15 +90,30 @@ async def wait_until(group: str, seconds: float, is_done: Callable[[], Awaitable
             done, _ = await asyncio.wait({receiving}, timeout=timeout)
             if receiving in done:
                 failed = receiving.exception() is not None
+                message = None if failed else receiving.result()
                 receiving = None
                 if failed:
                     await asyncio.sleep(timeout)  # the layer broke mid-wait: keep polling the database
+                elif message is not None and settles(message):
+                    return
     finally:
         if receiving is not None:
             receiving.cancel()
         if layer is not None and channel is not None:
             with contextlib.suppress(Exception):  # the layer may be the thing that failed
                 await layer.group_discard(group, channel)
+
+
+async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool:
+    """`is_done()`, retried once after a short pause if the database fails. A waiter that gives up on the first
+    error answers its agent early with a still-open request (the agent then polls again); a database that is
+    really down still fails the second check, and Django's answer reports it (503)."""
+    try:
+        return await is_done()
+    except Exception as exc:
+        logger.warning("long-poll database check failed (%s); retrying once", type(exc).__name__)
+        await asyncio.sleep(DB_RETRY_PAUSE_SECONDS)
+        return await is_done()
 
 
 def request_is_closed(agent_id: int, request_id: Any) -> bool:
@@ -104,11 +127,18 @@ def agent_has_events_after(agent_id: int, cursor: int) -> bool:
     return bool(selectors.agent_events_after(agent_id, cursor, limit=1))
 
 
+def closes_the_request(message: Message) -> bool:
+    """A request-page push saying the request left the open statuses (the wait's answer is then ready)."""
+    request = message.get("request") if message.get("type") == "request.update" else None
+    return isinstance(request, dict) and request.get("status") not in (None, *OPEN_STATUSES)
+
+
 async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> None:
     await wait_until(
         events.request_group(request_id),
         seconds,
         lambda: database_call(request_is_closed)(agent_id, request_id),
+        settles=closes_the_request,
     )
 
 

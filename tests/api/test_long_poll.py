@@ -90,3 +90,48 @@ async def test_an_unauthenticated_wait_is_refused_without_waiting(make_request: 
     response = await AsyncClient().get(f"/api/v1/requests/{request.pk}", {"wait": 10})
     assert response.status_code == 401
     assert time.monotonic() - started < 2
+
+
+async def test_a_push_that_closes_the_request_ends_the_wait_without_asking_the_database_again() -> None:
+    from channels.layers import get_channel_layer
+
+    from elicitation.api import waiting
+
+    checks: list[float] = []
+
+    async def still_open() -> bool:
+        checks.append(time.monotonic())
+        return False
+
+    group = "request.settle-test"
+    waiter = asyncio.ensure_future(
+        waiting.wait_until(group, 10, still_open, settles=waiting.closes_the_request)
+    )
+    while not checks:
+        await asyncio.sleep(0.01)
+    layer = get_channel_layer()
+    await asyncio.sleep(0.1)  # the waiter has joined the group
+    await layer.group_send(
+        group, {"type": "request.update", "kind": "claimed", "request": {"status": "claimed"}}
+    )
+    await layer.group_send(
+        group, {"type": "request.update", "kind": "completed", "request": {"status": "completed"}}
+    )
+    started = time.monotonic()
+    await asyncio.wait_for(waiter, 5)
+
+    assert time.monotonic() - started < 1  # not the 2 s recheck, not the 10 s wait
+    assert (
+        len(checks) == 2
+    )  # the first look, and the recheck after the `claimed` push; none after `completed`
+
+
+def test_only_a_push_leaving_the_open_statuses_settles_a_wait() -> None:
+    from elicitation.api.waiting import closes_the_request
+
+    def update(status: Any) -> dict[str, Any]:
+        return {"type": "request.update", "request": {"status": status}}
+
+    assert [closes_the_request(update(s)) for s in ("completed", "expired", "withdrawn")] == [True] * 3
+    assert [closes_the_request(update(s)) for s in ("pending", "claimed", None)] == [False] * 3
+    assert not closes_the_request({"type": "request.draft", "draft": {"state": "submitted"}})
