@@ -132,7 +132,8 @@ async def measure(
 
 def explain(queue: Any) -> dict[str, str]:
     """EXPLAIN ANALYZE of the selectors behind the page, the API listing and claim-next, on the large queue."""
-    from django.db import transaction
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
 
     from elicitation import clock, selectors
     from elicitation.models import OPEN_STATUSES, ElicitationRequest
@@ -146,12 +147,11 @@ def explain(queue: Any) -> dict[str, str]:
     for status in OPEN_STATUSES:
         window = selectors.queue_requests(queue, statuses=(status,))[:50]
         plans[f"API listing window ({status})"] = window.explain(analyze=True)
-    # The page's header counts: an exact count reads every index entry of the queue's status.
-    open_rows = ElicitationRequest.objects.filter(queue=queue)
-    plans["header count (pending)"] = explain_count(open_rows.filter(status="pending"))
-    plans["header count (overdue)"] = explain_count(
-        open_rows.filter(status__in=OPEN_STATUSES, deadline__lte=clock.now())
-    )
+    # The page's header counts, exactly as the page runs them (each bounded at selectors.COUNT_CAP + 1 rows).
+    with CaptureQueriesContext(connection) as counted:
+        selectors.queue_counts(queue)
+    for name, query in zip(("pending", "claimed", "overdue"), counted.captured_queries, strict=True):
+        plans[f"header count ({name})"] = explain_sql(query["sql"])
     with transaction.atomic():
         candidates = (
             ElicitationRequest.objects.filter(queue=queue, status="pending", deadline__gt=clock.now())
@@ -163,11 +163,10 @@ def explain(queue: Any) -> dict[str, str]:
     return plans
 
 
-def explain_count(rows: Any) -> str:
-    """EXPLAIN ANALYZE of `rows.count()`, which Django's QuerySet.explain() cannot show."""
+def explain_sql(sql: str) -> str:
+    """EXPLAIN ANALYZE of a statement as Django logged it (parameters already in place)."""
     from django.db import connection
 
-    sql, params = rows.order_by().values("pk").query.sql_with_params()  # count() drops ordering too
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN ANALYZE SELECT COUNT(*) FROM ({sql}) counted", params)
+        cursor.execute(f"EXPLAIN ANALYZE {sql}")
         return "\n".join(row[0] for row in cursor.fetchall())

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
+import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from channels_redis.pubsub import RedisPubSubChannelLayer
@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from elicitation.models import ElicitationRequest
+from reviewhub.redis_pool import SharedConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -51,35 +52,54 @@ def request_summary(request: ElicitationRequest) -> dict[str, Any]:
     }
 
 
-Batch = list[tuple[str, dict[str, Any]]]
+@dataclass(frozen=True)
+class PubSubTarget:
+    url: str
+    prefix: str
+
+
+def pubsub_target(layer: Any) -> PubSubTarget | None:
+    """The Redis to PUBLISH to directly when the layer is channels_redis's single-host pub/sub layer."""
+    if not isinstance(layer, RedisPubSubChannelLayer):
+        return None
+    layers: dict[str, Any] = settings.CHANNEL_LAYERS
+    config: dict[str, Any] = layers["default"].get("CONFIG", {})
+    hosts = config.get("hosts", [])
+    if len(hosts) != 1 or not isinstance(hosts[0], str):
+        return None
+    return PubSubTarget(url=hosts[0], prefix=config.get("prefix", "asgi"))
+
+
+def publish_now(layer: Any, target: PubSubTarget, group: str, message: dict[str, Any]) -> None:
+    """One PUBLISH from the calling thread, to the channel the group's subscribers listen on.
+
+    `group_send` would need an event loop: from a view's thread, `async_to_sync` waits for the server's loop
+    to come round, and under load that wait (not Redis) was most of the push latency (BENCHMARKS.md #3).
+    The channel name is channels_redis's (RedisPubSubLoopLayer._get_group_channel_name);
+    tests/delivery/test_push_sender.py checks that the group's subscribers receive what is published here."""
+    client = redis.Redis(connection_pool=SharedConnectionPool.from_url(target.url))
+    client.publish(f"{target.prefix}__group__{group}", layer.serialize(message))
 
 
 class PushSender:
-    """Sends pushes from the ASGI server's event loop, in order, without the request thread waiting for them.
-
-    A view runs in a worker thread; `async_to_sync` would hop to the loop and block the thread until Redis
-    answers, once per push (three for an answer). Here the thread only queues the message, and a task on the
-    loop sends whatever has queued up as one batch. With Redis pub/sub a batch is one pipelined round trip:
-    channels_redis publishes one message per round trip under a lock, and on a busy loop each round trip
-    waits for the loop to come round again, so sent one by one 200 pushes a second built seconds of backlog
-    (BENCHMARKS.md #3). Outside a server (Celery, commands, sync tests) there is no loop to hand over to, and
-    pushes are sent in place."""
+    """For layers without a direct publish (the embedded in-memory layer): pushes made in a view's thread are
+    handed to the ASGI server's event loop, which owns the layer, and sent there in order; the thread does
+    not wait. Outside a server (Celery, commands, sync tests) they are sent in place."""
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.pending: Batch = []
+        self.pending: list[tuple[str, dict[str, Any]]] = []
         self.task: asyncio.Task[None] | None = None
-        self.redis: Any = None  # redis.asyncio client for pipelined publishes, bound to self.loop
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called on the server's loop with each ASGI connection; cheap when already bound."""
         if self.loop is not loop:
-            self.loop, self.pending, self.task, self.redis = loop, [], None, None
+            self.loop, self.pending, self.task = loop, [], None
 
     def send(self, group: str, message: dict[str, Any]) -> None:
         loop = self.loop
         if loop is None or loop.is_closed() or not loop.is_running():
-            send_now(group, message)
+            send_in_place(group, message)
             return
         try:
             on_loop = asyncio.get_running_loop() is loop
@@ -91,7 +111,7 @@ class PushSender:
         try:
             loop.call_soon_threadsafe(self._enqueue, loop, group, message)
         except RuntimeError:  # the loop closed between the check and the call
-            send_now(group, message)
+            send_in_place(group, message)
 
     def _enqueue(self, loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any]) -> None:
         if self.loop is not loop:
@@ -103,61 +123,23 @@ class PushSender:
     async def _drain(self) -> None:
         layer = get_channel_layer()
         while self.pending:
-            batch, self.pending = self.pending, []
+            group, message = self.pending.pop(0)
             if layer is None:
                 continue
             try:
-                target = pipelined_target(layer)
-                if target is not None:
-                    await self._publish_pipelined(layer, target, batch)
-                else:
-                    await send_one_by_one(layer, batch)
+                await layer.group_send(group, message)
             except Exception:
                 logger.warning(
-                    "channel layer push of %d messages failed; waiters fall back to the event feed",
-                    len(batch),
+                    "channel layer push to %s failed; waiters fall back to the event feed",
+                    group,
                     exc_info=True,
                 )
-
-    async def _publish_pipelined(self, layer: Any, target: "PubSubTarget", batch: Batch) -> None:
-        """PUBLISH each message to the channel its group's subscribers listen on, in order, in one round trip."""
-        if self.redis is None:
-            self.redis = aioredis.Redis.from_url(target.url)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for group, message in batch:
-                # channels_redis's own name for a group's channel (RedisPubSubLoopLayer._get_group_channel_name);
-                # tests/delivery/test_push_sender.py checks the group's subscribers receive what is sent here.
-                pipe.publish(f"{target.prefix}__group__{group}", layer.serialize(message))
-            await pipe.execute()
-
-
-@dataclass(frozen=True)
-class PubSubTarget:
-    url: str
-    prefix: str
-
-
-def pipelined_target(layer: Any) -> PubSubTarget | None:
-    """Where to publish directly: the configured Redis of a single-host pub/sub layer, else None."""
-    if not isinstance(layer, RedisPubSubChannelLayer):
-        return None
-    layers: dict[str, Any] = settings.CHANNEL_LAYERS
-    config: dict[str, Any] = layers["default"].get("CONFIG", {})
-    hosts = config.get("hosts", [])
-    if len(hosts) != 1 or not isinstance(hosts[0], str):
-        return None
-    return PubSubTarget(url=hosts[0], prefix=config.get("prefix", "asgi"))
-
-
-async def send_one_by_one(layer: Any, batch: Batch) -> None:
-    for group, message in batch:
-        await layer.group_send(group, message)
 
 
 pushes = PushSender()
 
 
-def send_now(group: str, message: dict[str, Any]) -> None:
+def send_in_place(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
@@ -171,7 +153,17 @@ def send_now(group: str, message: dict[str, Any]) -> None:
 
 def send_to_group(group: str, message: dict[str, Any]) -> None:
     """Best effort: a push that fails is recovered by the durable feed and the long-poll recheck."""
-    pushes.send(group, message)
+    layer = get_channel_layer()
+    target = pubsub_target(layer)
+    if target is None:
+        pushes.send(group, message)
+        return
+    try:
+        publish_now(layer, target, group, message)
+    except Exception:
+        logger.warning(
+            "channel layer push to %s failed; waiters fall back to the event feed", group, exc_info=True
+        )
 
 
 Scope = MutableMapping[str, Any]

@@ -260,8 +260,10 @@ class RequestEvent(models.Model):
     request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=32)
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
-    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    actor_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    # PROTECT: the actor's id is part of the row's hash, so nulling it would break the chain. Deactivate users
+    # and revoke agents instead of deleting them; their audit trail stays verifiable.
+    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    actor_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT)
     from_status = models.CharField(max_length=16, blank=True)
     to_status = models.CharField(max_length=16, blank=True)
     detail = models.JSONField(default=dict, blank=True)

@@ -100,8 +100,22 @@ async def wait_until(
         if receiving is not None:
             receiving.cancel()
         if layer is not None and channel is not None:
-            with contextlib.suppress(Exception):  # the layer may be the thing that failed
-                await layer.group_discard(group, channel)
+            # In the background: the answer is ready, and the pub/sub layer queues unsubscribes behind one lock
+            # per Redis connection, which would delay it by everyone else's subscribe and unsubscribe.
+            leave_group_later(layer, group, channel)
+
+
+_leaving: set[asyncio.Task[None]] = set()  # strong references until each finishes
+
+
+def leave_group_later(layer: Any, group: str, channel: str) -> None:
+    async def leave() -> None:
+        with contextlib.suppress(Exception):  # the layer may be the thing that failed
+            await layer.group_discard(group, channel)
+
+    task = asyncio.ensure_future(leave())
+    _leaving.add(task)
+    task.add_done_callback(_leaving.discard)
 
 
 async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool:

@@ -1,4 +1,5 @@
-"""Pushes made in a view's thread leave from the server's event loop, in order; without a loop they go at once."""
+"""Pushes: published straight from the calling thread with Redis pub/sub; otherwise handed to the server's
+event loop in order, or sent in place when there is no server loop."""
 
 import asyncio
 import threading
@@ -73,8 +74,34 @@ def test_a_closed_loop_is_never_handed_a_push(monkeypatch: pytest.MonkeyPatch) -
     sender.bind(loop)
     loop.close()
     sent: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(events, "send_now", lambda group, message: sent.append((group, message)))
+    monkeypatch.setattr(events, "send_in_place", lambda group, message: sent.append((group, message)))
 
     sender.send("push-closed", {"type": "test.message"})
 
     assert sent == [("push-closed", {"type": "test.message"})]
+
+
+@pytest.mark.services
+async def test_with_redis_pub_sub_a_push_is_published_from_the_calling_thread_to_the_group() -> None:
+    layer, channel = await subscribe("push-published")
+    assert events.pubsub_target(layer) is not None
+
+    await sync_to_async(events.send_to_group)("push-published", {"type": "test.message", "n": 3})
+
+    assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 3
+
+
+@pytest.mark.services
+async def test_a_published_push_to_an_unreachable_redis_is_logged_not_raised(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = get_channel_layer()
+    settings.CHANNEL_LAYERS = {
+        "default": {**settings.CHANNEL_LAYERS["default"], "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
+    target = events.pubsub_target(layer)
+    assert target is not None and target.url.endswith(":1/0")
+
+    await sync_to_async(events.send_to_group)("push-nowhere", {"type": "test.message"})
+
+    assert "waiters fall back to the event feed" in caplog.text

@@ -5,6 +5,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db.models import ProtectedError
 
 from elicitation import audit, services
 from elicitation.models import ElicitationRequest, RequestEvent
@@ -37,6 +38,19 @@ def test_an_untouched_audit_verifies(history) -> None:
     code, out = _verify()
     assert code == 0
     assert "intact" in out
+
+
+def test_a_reviewer_or_agent_in_the_audit_cannot_be_deleted_so_the_chain_stays_verifiable(
+    history, reviewer, agent
+) -> None:
+    with pytest.raises(ProtectedError):
+        reviewer.delete()
+    with pytest.raises(ProtectedError):
+        agent.delete()
+
+    reviewer.is_active = False  # what an operator does instead
+    reviewer.save()
+    assert _verify()[0] == 0
 
 
 def test_an_edited_row_is_reported_with_its_id(history) -> None:

@@ -1,6 +1,7 @@
 """Dashboard and queue pages: membership, counts, review order, filters and keyset paging."""
 
 import re
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -242,3 +243,23 @@ def test_each_queue_count_reads_at_most_the_cap_of_rows(make_request, queue) -> 
     counts = [q["sql"] for q in queries.captured_queries]
     assert len(counts) == 3
     assert all(f"LIMIT {selectors.COUNT_CAP + 1}" in sql for sql in counts), counts
+
+
+def test_the_top_bar_links_metrics_for_supervisors_and_staff_and_admin_for_staff_only(
+    login, make_reviewer, queue
+) -> None:
+    member = make_reviewer("alice", queue)
+    supervisor = make_reviewer("sam", queue)
+    queue.supervisors.add(supervisor)
+    staff = make_reviewer("olga", queue)
+    staff.is_staff = True
+    staff.save()
+
+    def links(user: Any) -> set[str]:
+        html = login(user).get("/").content.decode()
+        nav = html[html.index('<nav class="topnav"') : html.index("</nav>")]
+        return set(re.findall(r'href="([^"]+)"', nav))
+
+    assert links(member) == {"/"}
+    assert links(supervisor) == {"/", "/dashboard/"}
+    assert links(staff) == {"/", "/dashboard/", "/admin/"}
