@@ -11,9 +11,11 @@ reviewer's request, so the attempt only records `next_attempt_at` and the period
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import random
+import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -181,10 +183,33 @@ def claim_attempt(delivery_id: str) -> bool:
     )
 
 
+def private_address_of(url: str) -> str | None:
+    """The first address `url`'s host resolves to that is not public (loopback, private, link-local, reserved,
+    multicast), or None. Agents choose callback URLs, so without this check they could make the server POST
+    into its own network. The check runs before each attempt; a name re-pointed between the check and the
+    connection (DNS rebinding) is not caught here: deployments that must rule that out egress through a proxy."""
+    host = urlsplit(url).hostname
+    if not host:
+        return "(no host)"
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return None  # unresolvable: the POST fails with its own clear error
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if not address.is_global or address.is_multicast:
+            return str(address)
+    return None
+
+
 def post_event(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int | None, str]:
     """POST once. Returns (status code or None, error text). Redirects are failures: never followed."""
     if urlsplit(url).scheme not in {"http", "https"}:
         return None, "only http and https callback URLs are delivered"
+    if not settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
+        private = private_address_of(url)
+        if private is not None:
+            return None, f"callback host resolves to a non-public address ({private}); not delivered"
     try:
         # trust_env=False: no proxy or netrc from the environment ever sees the signed body.
         with (
@@ -226,7 +251,7 @@ def attempt_delivery(delivery_id: str, *, timeout: float) -> AttemptOutcome:
             **recorded, status=DeliveryStatus.DELIVERED, delivered_at=now, next_attempt_at=None
         )
         return AttemptOutcome(DeliveryStatus.DELIVERED)
-    permanent = status_code is None and error.startswith("only http")
+    permanent = status_code is None and error.startswith(("only http", "callback host resolves"))
     if permanent or attempts >= settings.WEBHOOK_MAX_ATTEMPTS:
         WebhookDelivery.objects.filter(done).update(
             **recorded, status=DeliveryStatus.DEAD, next_attempt_at=None

@@ -302,6 +302,11 @@ LONG_POLL_RECHECK_SECONDS = env_int("LONG_POLL_RECHECK_SECONDS", 2, minimum=1)
 # (BENCHMARKS.md #4); pushes and revocations still arrive at once, this is only the net under a lost push.
 AGENT_SOCKET_RECHECK_SECONDS = env_int("AGENT_SOCKET_RECHECK_SECONDS", 30, minimum=1)
 # Webhooks: attempts before a delivery is dead-lettered, per-attempt timeout, full-jitter exponential backoff.
+# Agents choose callback URLs: in production they may not point into the server's own network (loopback,
+# private, link-local addresses). Development and tests deliver to receivers on localhost.
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool(
+    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", not env_bool("REVIEWHUB_PRODUCTION", False)
+)
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
 WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 5, minimum=1)
 WEBHOOK_BACKOFF_BASE_SECONDS = env_int("WEBHOOK_BACKOFF_BASE_SECONDS", 2, minimum=1)

@@ -250,6 +250,36 @@ def test_a_callback_that_is_not_http_is_dead_at_once(make_request: Any, complete
 
 
 @committing
+def test_with_private_addresses_refused_a_loopback_callback_is_never_posted(
+    receiver: Receiver, make_request: Any, complete: Any, settings: Any
+) -> None:
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False  # the production default
+    complete(make_request(callback_url=receiver.url))
+
+    time.sleep(0.2)
+    assert receiver.calls == []
+    delivery = only_delivery()
+    assert (delivery.status, delivery.attempts) == ("dead", 1)
+    assert "non-public address (127.0.0.1)" in delivery.last_error
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("http://127.0.0.1:8000/hook", "127.0.0.1"),
+        ("http://10.1.2.3/hook", "10.1.2.3"),
+        ("http://192.168.0.10/hook", "192.168.0.10"),
+        ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
+        ("http://[::1]/hook", "::1"),
+        ("http://[fd00::1]/hook", "fd00::1"),
+        ("https://93.184.216.34/hook", None),
+    ],
+)
+def test_non_public_callback_addresses_are_named(url: str, refused: str | None) -> None:
+    assert webhooks.private_address_of(url) == refused
+
+
+@committing
 def test_an_unreachable_receiver_is_recorded_and_retried(
     make_request: Any, complete: Any, clock: Clock
 ) -> None:

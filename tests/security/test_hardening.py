@@ -78,6 +78,15 @@ def test_production_refuses_to_start_without_a_secret_key() -> None:
     assert "SECRET_KEY must be set in production" in result.stderr
 
 
+def test_production_never_posts_webhooks_into_private_networks_unless_allowed() -> None:
+    check = "import reviewhub.settings as s; print(s.WEBHOOK_ALLOW_PRIVATE_ADDRESSES)"
+    refused = run_in_production(check)
+    allowed = run_in_production("import os; os.environ['WEBHOOK_ALLOW_PRIVATE_ADDRESSES'] = 'true'; " + check)
+
+    assert refused.stdout.strip() == "False", refused.stderr
+    assert allowed.stdout.strip() == "True", allowed.stderr
+
+
 PRODUCTION_RESPONSES = """
 import json, django
 django.setup()
