@@ -1,13 +1,15 @@
 """`python -m bench [NAME ...] [--quick]`: run benchmarks, write bench/results/latest.json and BENCHMARKS.md.
 
 Names: intake, claim, push, sockets, queue, layer (default: all, in that order). `--quick` runs each with
-smaller counts to check the harness works; its figures are not written to BENCHMARKS.md.
+smaller counts to check the harness works; its figures are not written to BENCHMARKS.md. `--render` only
+rewrites BENCHMARKS.md from the last full run's figures and bench/findings.md (after editing the findings).
 The environment decides where it runs: DATABASE_URL (default the dedicated rh_bench database) and
 REDIS_URL (default Redis db 8); servers under test are started on free loopback ports.
 """
 
 import argparse
 import importlib
+import json
 import os
 import signal
 import sys
@@ -35,7 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="sample each server under test with py-spy (bench/results/)"
     )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="only rewrite BENCHMARKS.md from bench/results/latest.json and bench/findings.md",
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        render_markdown(harness.RESULTS / "latest.json")
+        return 0
     names = args.names or list(BENCHMARKS)
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown:
@@ -85,16 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     results_file = harness.RESULTS / ("quick.json" if args.quick else "latest.json")
     path = harness.write_results(reports, info, results_file)
     if not args.quick:
-        import json
-
-        results = json.loads(path.read_text())["benchmarks"]
-        findings_file = Path(harness.REPO / "bench" / "findings.md")
-        findings = findings_file.read_text() if findings_file.exists() else ""
-        (harness.REPO / "BENCHMARKS.md").write_text(
-            harness.render_markdown(results, list(BENCHMARKS), findings)
-        )
+        render_markdown(path)
     sys.stderr.write(f"\nbench: {total:.0f} s (budget {BUDGET_SECONDS} s); figures in {path}\n")
     return 0 if all(r.met for r in reports) else 1
+
+
+def render_markdown(results_file: Path) -> None:
+    """BENCHMARKS.md: the table of figures from `results_file`, then the analysis in bench/findings.md."""
+    results = json.loads(results_file.read_text())["benchmarks"]
+    findings_file = harness.REPO / "bench" / "findings.md"
+    findings = findings_file.read_text() if findings_file.exists() else ""
+    (harness.REPO / "BENCHMARKS.md").write_text(harness.render_markdown(results, list(BENCHMARKS), findings))
 
 
 if __name__ == "__main__":
