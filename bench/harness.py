@@ -504,9 +504,9 @@ def render_markdown(results: dict[str, Any], order: list[str], findings: str) ->
         "(the analysis below the table comes from `bench/findings.md`).",
         "",
         "Every target is a ratio against a baseline measured in the same run, or a count noise cannot fake: "
-        "absolute figures on this 2-core machine are noisy, and while these ran other engineers were running "
-        "their test suites on it (the load average before and after each benchmark is listed). PostgreSQL "
-        "with fsync on, Redis, everything on loopback.",
+        "absolute figures on a 2-core machine shared by the servers, PostgreSQL, Redis and the load generator "
+        "are noisy (the load average before and after each benchmark is listed). PostgreSQL with fsync on, "
+        "Redis, everything on loopback.",
         "",
         "| # | figure | measured | target | baseline | ratio | met | machine | date |",
         "|---|---|---|---|---|---|---|---|---|",
