@@ -314,14 +314,8 @@ def _close_request(
     previous, closed = services._transition(
         request_id, allowed=allowed, changes=_closing_changes(user, action, now), what="complete the flow"
     )
-    services.record_event(
-        closed,
-        "completed",
-        actor_user=user,
-        from_status=previous,
-        to_status=Status.COMPLETED,
-        detail={"action": action, **detail},
-        prev_hash=closed.audit_head,
+    services.record_transition(
+        closed, "completed", actor_user=user, previous=previous, detail={"action": action, **detail}
     )
     services.emit_agent_event(closed, "completed")
     events.broadcast_request_change(closed, "completed")

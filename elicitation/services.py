@@ -110,6 +110,29 @@ def record_event(
     return event
 
 
+def record_transition(
+    request: ElicitationRequest,
+    kind: str,
+    *,
+    previous: str,
+    actor_user: Any = None,
+    actor_agent: Agent | None = None,
+    detail: dict[str, Any] | None = None,
+) -> RequestEvent:
+    """The audit row for a `_transition` just made: from `previous` to the row's new status, chained to the
+    head `_transition` read under the row lock."""
+    return record_event(
+        request,
+        kind,
+        actor_user=actor_user,
+        actor_agent=actor_agent,
+        from_status=previous,
+        to_status=request.status,
+        detail=detail,
+        prev_hash=request.audit_head,
+    )
+
+
 def agent_event_payload(request: ElicitationRequest, kind: str, seq: int) -> dict[str, Any]:
     payload: dict[str, Any] = {"type": kind, "id": str(request.id), "cursor": seq, "status": request.status}
     result = request.result()
@@ -311,13 +334,11 @@ def withdraw_request(request_id: UUID, *, agent: Agent) -> ElicitationRequest:
             },
             what="withdraw",
         )
-        record_event(
+        record_transition(
             request,
             "withdrawn",
             actor_agent=agent,
-            from_status=previous,
-            to_status=Status.WITHDRAWN,
-            prev_hash=request.audit_head,
+            previous=previous,
         )
         emit_agent_event(request, "withdrawn")
         events.broadcast_request_change(request, "withdrawn")
@@ -376,13 +397,11 @@ def claim_request(request_id: UUID, *, user: Any) -> ElicitationRequest:
             changes=_claim_changes(user, request.queue, now),
             what="claim",
         )
-        record_event(
+        record_transition(
             claimed,
             "claimed",
             actor_user=user,
-            from_status=previous,
-            to_status=Status.CLAIMED,
-            prev_hash=claimed.audit_head,
+            previous=previous,
         )
         events.broadcast_request_change(claimed, "claimed")
     return claimed
@@ -405,14 +424,7 @@ def claim_next(queue: Queue, *, user: Any, attempts: int = 20) -> ElicitationReq
                 continue  # another reviewer took it between our read and write (SQLite path): try the next one
             claimed = _lock(candidate)  # already ours: the UPDATE holds the row until commit
             assert claimed is not None
-            record_event(
-                claimed,
-                "claimed",
-                actor_user=user,
-                from_status=Status.PENDING,
-                to_status=Status.CLAIMED,
-                prev_hash=claimed.audit_head,
-            )
+            record_transition(claimed, "claimed", actor_user=user, previous=Status.PENDING)
             events.broadcast_request_change(claimed, "claimed")
             return claimed
     raise InvalidTransition("The queue is too contended right now; try again.")
@@ -429,14 +441,12 @@ def take_over_claim(request_id: UUID, *, supervisor: Any) -> ElicitationRequest:
             changes=_claim_changes(supervisor, request.queue, now),
             what="take over",
         )
-        record_event(
+        record_transition(
             claimed,
             "taken_over",
             actor_user=supervisor,
-            from_status=previous,
-            to_status=Status.CLAIMED,
+            previous=previous,
             detail={"previous_holder": previous_holder},
-            prev_hash=claimed.audit_head,
         )
         events.broadcast_request_change(claimed, "claimed")
     return claimed
@@ -469,13 +479,11 @@ def release_claim(request_id: UUID, *, user: Any) -> ElicitationRequest:
             },
             what="release",
         )
-        record_event(
+        record_transition(
             released,
             "released",
             actor_user=user,
-            from_status=previous,
-            to_status=Status.PENDING,
-            prev_hash=released.audit_head,
+            previous=previous,
         )
         events.broadcast_request_change(released, "released")
     return released
@@ -498,14 +506,12 @@ def release_claim_as_operator(request_id: UUID, *, operator: Any) -> Elicitation
             },
             what="release",
         )
-        record_event(
+        record_transition(
             released,
             "released",
             actor_user=operator,
-            from_status=previous,
-            to_status=Status.PENDING,
+            previous=previous,
             detail={"holder": holder.get_username() if holder else None, "by": "operator"},
-            prev_hash=released.audit_head,
         )
         events.broadcast_request_change(released, "released")
     return released
@@ -532,12 +538,10 @@ def release_expired_claims(now: datetime | None = None) -> int:
                 )
             except InvalidTransition:
                 continue  # renewed or answered since we looked
-            record_event(
+            record_transition(
                 request,
                 "lease_expired",
-                from_status=previous,
-                to_status=Status.PENDING,
-                prev_hash=request.audit_head,
+                previous=previous,
             )
             events.broadcast_request_change(request, "released")
             released += 1
@@ -672,14 +676,12 @@ def _complete(
             },
             what="answer",
         )
-        record_event(
+        record_transition(
             completed,
             "completed",
             actor_user=user,
-            from_status=previous,
-            to_status=Status.COMPLETED,
+            previous=previous,
             detail={"action": action},
-            prev_hash=completed.audit_head,
         )
         emit_agent_event(completed, "completed")
         events.broadcast_request_change(completed, "completed")
@@ -719,14 +721,12 @@ def expire_request(
                 },
                 what="escalate",
             )
-            record_event(
+            record_transition(
                 moved,
                 "escalated",
                 actor_user=actor_user,
-                from_status=previous,
-                to_status=Status.PENDING,
+                previous=previous,
                 detail={"from_queue": queue.slug, "to_queue": target.slug},
-                prev_hash=moved.audit_head,
             )
             # The old queue's pages drop it; the new queue's pages gain it.
             events.send_on_commit(
@@ -746,14 +746,12 @@ def expire_request(
             changes={**cleared, "status": Status.EXPIRED, "action": action, "closed_at": now},
             what="expire",
         )
-        record_event(
+        record_transition(
             expired,
             "expired",
             actor_user=actor_user,
-            from_status=previous,
-            to_status=Status.EXPIRED,
+            previous=previous,
             detail={"action": action},
-            prev_hash=expired.audit_head,
         )
         emit_agent_event(expired, "expired")
         events.broadcast_request_change(expired, "expired")
