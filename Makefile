@@ -7,7 +7,7 @@ SERVICES_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-services lint format bench browser clean
+.PHONY: run test test-services test-ts lint format bench browser clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "ReviewHub needs Python 3.11 or newer on PATH (python3.11, python3.12 or python3.13)."; exit 1; }
@@ -31,16 +31,32 @@ browser:
 	  else echo "WARNING: /usr/bin/chromium is missing: browser tests will be skipped (apt-get install chromium)."; fi; \
 	fi
 
+# The suite under coverage (servers the tests start are measured too), then the app's line coverage.
+COVERED_PYTEST = rm -f .coverage .coverage.*; status=0; $(BIN)/coverage run -m pytest $(PYTEST_ARGS) || status=$$?; \
+	$(BIN)/coverage combine -q; $(BIN)/coverage report; exit $$status
+
+# The TypeScript client's tests (clients/typescript) run against a live ReviewHub they start on loopback.
+TS_DIR := clients/typescript
+$(TS_DIR)/node_modules/.installed: $(TS_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "The TypeScript client's tests need Node.js 18+ and npm on PATH."; exit 1; }
+	cd $(TS_DIR) && npm ci --no-audit --no-fund
+	@touch $@
+
+test-ts: $(STAMP) $(TS_DIR)/node_modules/.installed
+	cd $(TS_DIR) && npm test
+
 test: $(STAMP) browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+	@$(COVERED_PYTEST)
+	@$(MAKE) --no-print-directory test-ts
 
 test-services: $(STAMP) browser
-	$(SERVICES_ENV) $(BIN)/pytest $(PYTEST_ARGS)
+	@$(SERVICES_ENV) $(COVERED_PYTEST)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy elicitation reviewhub reviewhub_client
+	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 format: $(STAMP)
@@ -58,4 +74,4 @@ bench: $(STAMP) $(VENV)/.bench-installed
 	$(BENCH_ENV) $(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) reviewhub.sqlite3* reviewhub-test.sqlite3* test-output .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TS_DIR)/node_modules $(TS_DIR)/dist reviewhub.sqlite3* reviewhub-test.sqlite3* test-output .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

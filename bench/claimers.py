@@ -16,17 +16,17 @@ def race_worker(queue_id: int, user_ids: list[int], out_path: str, time_limit: f
     from django.conf import settings
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    from elicitation import events
+    from elicitation.delivery import pushes
 
     # Pushes leave after COMMIT and cannot change who won a claim; from threads without an event loop each
     # would start a loop of its own (async_to_sync), which would only slow the race down.
-    events.send_to_group = lambda group, message: None
+    pushes.send_to_group = lambda group, message: None
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from elicitation import services
-    from elicitation.exceptions import InvalidTransition
     from elicitation.models import Queue
+    from elicitation.queue import transitions
+    from elicitation.queue.errors import InvalidTransition
 
     queue = Queue.objects.get(pk=queue_id)
     claimed: dict[str, list[str]] = {str(user): [] for user in user_ids}
@@ -40,7 +40,7 @@ def race_worker(queue_id: int, user_ids: list[int], out_path: str, time_limit: f
         try:
             while time.monotonic() < deadline:
                 try:
-                    request = services.claim_next(queue, user=user)
+                    request = transitions.claim_next(queue, user=user)
                 except InvalidTransition:
                     continue
                 if request is None:

@@ -14,9 +14,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection, models, transaction
 
-from elicitation import clock
-from elicitation.keys import issue_key
 from elicitation.models import Agent, AgentEvent, ElicitationRequest, Queue, RequestEvent, ReviewerToken
+from elicitation.queue import clock
+from elicitation.queue.keys import issue_key
 
 SCHEMA = {
     "type": "object",

@@ -136,8 +136,8 @@ def explain(queue: Any) -> dict[str, str]:
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
-    from elicitation import clock, selectors
     from elicitation.models import OPEN_STATUSES, ElicitationRequest
+    from elicitation.queue import clock, selectors
 
     plans: dict[str, str] = {}
     for status in OPEN_STATUSES:

@@ -2,7 +2,7 @@
 
 - `baseline_insert`: the floor for intake, a plain Django view that parses the same JSON body and inserts the
   same single row, with no authentication, validation, audit row or push. Intake's cost is judged against it.
-- `respond_and_time_commit`: answers a claimed request through the real service (`services.respond`) and reports
+- `respond_and_time_commit`: answers a claimed request through the real service (`transitions.respond`) and reports
   the moment its transaction committed, so push latency is measured from the commit, not from the HTTP reply.
 """
 
@@ -17,8 +17,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from elicitation import clock, services
 from elicitation.models import ElicitationRequest
+from elicitation.queue import clock, transitions
 
 
 @csrf_exempt
@@ -47,5 +47,5 @@ def respond_and_time_commit(request: HttpRequest, request_id: UUID) -> JsonRespo
         # Registered before the service's own hooks, so it runs first after COMMIT, before the push is sent.
         # time.monotonic() is CLOCK_MONOTONIC: one clock for every process on this machine.
         transaction.on_commit(lambda: committed.append(time.monotonic()))
-        services.respond(request_id, user=user, action="decline")
+        transitions.respond(request_id, user=user, action="decline")
     return JsonResponse({"id": str(request_id), "committed_at": committed[0]})

@@ -122,7 +122,7 @@ class ReviewerToken(models.Model):
 
 
 class ElicitationRequest(models.Model):
-    # Not a column: the hash of the latest audit row, read with the row lock (services._lock).
+    # Not a column: the hash of the latest audit row, read with the row lock (transitions.lock_request).
     audit_head: str
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

@@ -35,21 +35,21 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 if settings.SERVE_STATIC:
     django_http = ASGIStaticFilesHandler(django_http)
 
-from elicitation.api.waiting import LongPollMiddleware  # noqa: E402
+from elicitation.delivery.long_poll import LongPollMiddleware  # noqa: E402
 
 # Long-polls wait on the event loop in front of Django, so a waiting agent holds no thread (see waiting.py).
 django_http = LongPollMiddleware(django_http)  # type: ignore[assignment]
 
 if importlib.util.find_spec("mcp") is not None:  # the optional `reviewhub[mcp]` extra: MCP server at /mcp/
-    from elicitation.mcp_server import with_mcp_endpoint
+    from elicitation.mcp.server import with_mcp_endpoint
 
     django_http = with_mcp_endpoint(django_http)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from elicitation.events import with_push_sender  # noqa: E402
-from elicitation.routing import websocket_urlpatterns  # noqa: E402
-from elicitation.sweeper import with_periodic_sweeps  # noqa: E402
+from elicitation.delivery.pushes import with_push_sender  # noqa: E402
+from elicitation.ops.sweeper import with_periodic_sweeps  # noqa: E402
+from reviewhub.routing import websocket_urlpatterns  # noqa: E402
 
 # The embedded deployment's deadline/lease/notification sweeps start with the first ASGI event (see sweeper.py);
 # pushes leave from the server's event loop without holding the view's thread (events.PushSender).

@@ -50,7 +50,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def env_rate(name: str, default: str) -> str:
-    """A request rate such as `600/min` (see elicitation.throttling.parse_rate), or `off`."""
+    """A request rate such as `600/min` (see elicitation.api.throttling.parse_rate), or `off`."""
     import re
 
     raw = os.environ.get(name, default).strip().lower()
@@ -131,15 +131,15 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "elicitation.middleware.SecurityHeadersMiddleware",
-    "elicitation.middleware.BodySizeLimitMiddleware",
+    "elicitation.reviewer.middleware.SecurityHeadersMiddleware",
+    "elicitation.reviewer.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    # 429 for a sign-in attempt on a username locked after repeated failures (elicitation.login_throttle).
-    "elicitation.login_throttle.LoginThrottleMiddleware",
+    # 429 for a sign-in attempt on a username locked after repeated failures (elicitation.reviewer.login_throttle).
+    "elicitation.reviewer.login_throttle.LoginThrottleMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -157,7 +157,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "elicitation.context_processors.navigation",
+                "elicitation.reviewer.context_processors.navigation",
             ],
         },
     },
@@ -234,11 +234,14 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
-    "expire-overdue-requests": {"task": "elicitation.tasks.expire_overdue_requests", "schedule": 5.0},
-    "release-expired-claims": {"task": "elicitation.tasks.release_expired_claims", "schedule": 5.0},
-    "purge-expired-flows": {"task": "elicitation.tasks.purge_expired_flows", "schedule": 60.0},
-    "send-notification-digests": {"task": "elicitation.tasks.send_notification_digests", "schedule": 15.0},
-    "retry-due-webhooks": {"task": "elicitation.tasks.retry_due_webhooks", "schedule": 15.0},
+    "expire-overdue-requests": {"task": "elicitation.ops.tasks.expire_overdue_requests", "schedule": 5.0},
+    "release-expired-claims": {"task": "elicitation.ops.tasks.release_expired_claims", "schedule": 5.0},
+    "purge-expired-flows": {"task": "elicitation.flows.tasks.purge_expired_flows", "schedule": 60.0},
+    "send-notification-digests": {
+        "task": "elicitation.ops.tasks.send_notification_digests",
+        "schedule": 15.0,
+    },
+    "retry-due-webhooks": {"task": "elicitation.delivery.tasks.retry_due_webhooks", "schedule": 15.0},
 }
 # The embedded default runs those same tasks in-process (elicitation/sweeper.py, started by the ASGI app);
 # never under a test runner unless a test starts it, and off by default with REDIS_URL, where Celery beat runs them.
@@ -259,7 +262,7 @@ LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 # The throttle backend goes first: while a username+address is locked it refuses before any password check.
 AUTHENTICATION_BACKENDS = [
-    "elicitation.login_throttle.LoginThrottleBackend",
+    "elicitation.reviewer.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
@@ -314,7 +317,7 @@ WEBHOOK_BACKOFF_CAP_SECONDS = env_int("WEBHOOK_BACKOFF_CAP_SECONDS", 600, minimu
 DEFAULT_DEADLINE_SECONDS = env_int("DEFAULT_DEADLINE_SECONDS", 3600, minimum=1)
 DEFAULT_LEASE_SECONDS = env_int("DEFAULT_LEASE_SECONDS", 300, minimum=5)
 # API request rates (N/second|min|hour|day, or "off"), per agent key and per reviewer account, counted in the
-# cache: Redis in services mode, so the limit holds across processes (elicitation.throttling).
+# cache: Redis in services mode, so the limit holds across processes (elicitation.api.throttling).
 AGENT_RATE = env_rate("AGENT_RATE", "600/min")
 REVIEWER_RATE = env_rate("REVIEWER_RATE", "1200/min")
 
@@ -368,9 +371,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    # Every handler redacts hosted-flow secrets, API keys and flow pages' POST data (elicitation.redaction).
+    # Every handler redacts hosted-flow secrets, API keys and flow pages' POST data (elicitation.flows.redaction).
     "filters": {
-        "redact_secrets": {"()": "elicitation.redaction.RedactSecretsFilter"},
+        "redact_secrets": {"()": "elicitation.flows.redaction.RedactSecretsFilter"},
         "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"},
     },
     "handlers": {
@@ -389,6 +392,6 @@ LOGGING = {
     },
 }
 # Error reports mask flow requests' POST data and sensitive_variables() locals even with DEBUG on.
-DEFAULT_EXCEPTION_REPORTER_FILTER = "elicitation.redaction.FlowSafeExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "elicitation.flows.redaction.FlowSafeExceptionReporterFilter"
 # Bodies without a Content-Length are cut off at the same limit when read.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES

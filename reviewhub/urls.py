@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from elicitation import dashboard, flow_pages, health
+from elicitation.ops import dashboard, health
+from elicitation.reviewer import flow_pages
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -13,7 +14,7 @@ urlpatterns = [
     path("flows/<uuid:flow_id>/", flow_pages.flow_page, name="flow-page"),
     path("dashboard/", dashboard.dashboard, name="metrics-dashboard"),
     path("metrics", dashboard.prometheus, name="metrics"),
-    path("", include("elicitation.urls")),
+    path("", include("elicitation.reviewer.urls")),
 ]
 
 # JSON for /api/ paths (an API id that is not a UUID matches no route), Django's pages elsewhere.

@@ -10,8 +10,8 @@ from django.db import connections
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from elicitation import services
 from elicitation.models import Agent, ElicitationRequest, Queue
+from elicitation.queue import accounts, transitions
 
 FORM_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -24,7 +24,7 @@ FORM_SCHEMA: dict[str, Any] = {
 
 
 class Clock:
-    """Replaces elicitation.clock.now so tests move time instead of sleeping."""
+    """Replaces elicitation.queue.clock.now so tests move time instead of sleeping."""
 
     def __init__(self) -> None:
         self.current = timezone.now()
@@ -37,10 +37,16 @@ class Clock:
         return self.current
 
 
+@pytest.fixture(autouse=True)
+def no_sweeper_in_process(settings: Any) -> None:
+    """The embedded sweeper would start with the first ASGI event of a test; tests start a Sweeper themselves."""
+    settings.PERIODIC_SWEEPS_IN_PROCESS = False
+
+
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr("elicitation.clock.now", fake.now)
+    monkeypatch.setattr("elicitation.queue.clock.now", fake.now)
     return fake
 
 
@@ -77,7 +83,7 @@ def reviewer(make_reviewer: Callable[..., User], queue: Queue) -> User:
 @pytest.fixture
 def make_agent(db: None) -> Callable[..., tuple[Agent, str]]:
     def make(name: str, *queues: Queue, scopes: list[str] | None = None) -> tuple[Agent, str]:
-        return services.create_agent(name, queue_slugs=[q.slug for q in queues], scopes=scopes)
+        return accounts.create_agent(name, queue_slugs=[q.slug for q in queues], scopes=scopes)
 
     return make
 
@@ -117,7 +123,7 @@ def make_request(agent: Agent, queue: Queue) -> Callable[..., ElicitationRequest
             "requested_schema": FORM_SCHEMA,
         }
         fields.update(overrides)
-        request, _ = services.create_request(**fields)
+        request, _ = transitions.create_request(**fields)
         return request
 
     return make
@@ -139,7 +145,7 @@ def _fresh_rate_limits_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     test counts under its own namespace so no test inherits another's 429s."""
     import uuid
 
-    monkeypatch.setattr("elicitation.throttling.KEY_NAMESPACE", f"rh-test-{uuid.uuid4().hex}")
+    monkeypatch.setattr("elicitation.api.throttling.KEY_NAMESPACE", f"rh-test-{uuid.uuid4().hex}")
 
 
 @pytest.hookimpl(trylast=True)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.db import close_old_connections, connection
 
-from elicitation import services
-from elicitation.exceptions import InvalidTransition
 from elicitation.models import ElicitationRequest, Queue, RequestEvent, Status
+from elicitation.queue import transitions
+from elicitation.queue.errors import InvalidTransition
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,7 +51,7 @@ def test_concurrent_claimers_claim_every_request_exactly_once(
     def claim_until_empty(index: int) -> list[Any]:
         mine = []
         while True:
-            claimed = services.claim_next(queue, user=reviewers[index])
+            claimed = transitions.claim_next(queue, user=reviewers[index])
             if claimed is None:
                 return mine
             mine.append(claimed.pk)
@@ -67,12 +67,12 @@ def test_concurrent_claimers_claim_every_request_exactly_once(
 
 def test_two_reviewers_answering_at_once_one_wins_one_conflicts(make_request: Any, reviewer: Any) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
 
     def answer(index: int) -> str:
         action = "accept" if index == 0 else "decline"
         content = {"approve": True} if index == 0 else None
-        return services.respond(request.pk, user=reviewer, action=action, content=content).action
+        return transitions.respond(request.pk, user=reviewer, action=action, content=content).action
 
     results = run_threads(2, answer)
     winners = [r for r in results if isinstance(r, str)]
@@ -86,12 +86,12 @@ def test_two_reviewers_answering_at_once_one_wins_one_conflicts(make_request: An
 
 def test_answer_racing_withdrawal_leaves_one_outcome(make_request: Any, reviewer: Any, agent: Any) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
 
     def act(index: int) -> str:
         if index == 0:
-            return services.respond(request.pk, user=reviewer, action="decline").status
-        return services.withdraw_request(request.pk, agent=agent).status
+            return transitions.respond(request.pk, user=reviewer, action="decline").status
+        return transitions.withdraw_request(request.pk, agent=agent).status
 
     results = run_threads(2, act)
     assert sum(isinstance(r, InvalidTransition) for r in results) == 1, results
@@ -102,7 +102,7 @@ def test_answer_racing_withdrawal_leaves_one_outcome(make_request: Any, reviewer
 
 def test_idempotent_creates_racing_make_one_request(agent: Any, queue: Queue) -> None:
     def create(index: int) -> Any:
-        request, _ = services.create_request(
+        request, _ = transitions.create_request(
             agent=agent,
             queue_slug=queue.slug,
             message="same",
@@ -144,7 +144,7 @@ def test_claim_next_skips_a_row_another_transaction_holds(
     holder.start()
     try:
         assert locked.wait(timeout=10)
-        claimed = services.claim_next(queue, user=reviewer)
+        claimed = transitions.claim_next(queue, user=reviewer)
     finally:
         release.set()
         holder.join(timeout=30)

@@ -42,7 +42,7 @@ def test_every_command_compose_runs_exists() -> None:
         elif program == "celery":
             app = importlib.import_module(command[2]).celery_app
             assert command[3] in ("worker", "beat")
-            assert "elicitation.tasks.expire_overdue_requests" in {
+            assert "elicitation.ops.tasks.expire_overdue_requests" in {
                 entry["task"] for entry in app.conf.beat_schedule.values()
             }
         else:

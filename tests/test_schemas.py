@@ -1,4 +1,4 @@
-"""Behaviour of elicitation.schemas: which MCP requestedSchemas are accepted and how answers are checked."""
+"""Behaviour of elicitation.queue.schemas: which MCP requestedSchemas are accepted and how answers are checked."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elicitation.schemas import (
+from elicitation.queue.schemas import (
     QUESTION_KINDS,
     TEXT_FORMATS,
     AnswerInvalid,

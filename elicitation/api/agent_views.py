@@ -10,12 +10,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from elicitation import selectors, services
 from elicitation.api import serializers as s
 from elicitation.api.authentication import AgentKeyAuthentication, IsAgent
-from elicitation.exceptions import InvalidInput, NotFound
+from elicitation.api.throttling import AgentRateThrottle
+from elicitation.delivery import tickets
 from elicitation.models import Agent, ElicitationRequest
-from elicitation.throttling import AgentRateThrottle
+from elicitation.queue import access, selectors, transitions
+from elicitation.queue.errors import InvalidInput
 
 ERRORS = {code: OpenApiResponse(s.ErrorSerializer) for code in (400, 401, 404, 409, 413)}
 NON_NEGATIVE = {"type": "integer", "minimum": 0}
@@ -36,10 +37,7 @@ class AgentAPIView(APIView):
         return self.request.auth
 
     def own_request(self, request_id: UUID) -> ElicitationRequest:
-        found = selectors.agent_request(self.agent.pk, request_id)
-        if found is None:
-            raise NotFound("No such request.")
-        return found
+        return access.owned_request(self.agent.pk, request_id)
 
 
 def parse_non_negative_int(raw: str | None, name: str) -> int:
@@ -71,7 +69,7 @@ class RequestListView(AgentAPIView):
         idempotency_key = request.headers.get("Idempotency-Key") or None
         if idempotency_key is not None and len(idempotency_key) > 200:
             raise InvalidInput("Idempotency-Key is too long.", {"Idempotency-Key": "at most 200 characters"})
-        created_request, created = services.create_request(
+        created_request, created = transitions.create_request(
             agent=self.agent,
             queue_slug=data["queue"],
             message=data["message"],
@@ -84,7 +82,7 @@ class RequestListView(AgentAPIView):
             priority=data["priority"],
             expires_in=data.get("expiresIn"),
             idempotency_key=idempotency_key,
-            fingerprint=services.body_fingerprint(dict(request.data)) if idempotency_key else "",
+            fingerprint=transitions.body_fingerprint(dict(request.data)) if idempotency_key else "",
         )
         return Response(
             s.RequestSerializer(created_request).data,
@@ -114,8 +112,8 @@ class RequestDetailView(AgentAPIView):
     )
     def get(self, request: Request, request_id: UUID) -> Response:
         parse_non_negative_int(request.query_params.get("wait"), "wait")
-        found = services.expire_if_overdue(self.own_request(request_id))
-        return Response(s.RequestSerializer(found).data)
+        # Waiting (`wait`) happened in front of Django, in delivery/long_poll.py; this only reads.
+        return Response(s.RequestSerializer(self.own_request(request_id)).data)
 
 
 class RequestCancelView(AgentAPIView):
@@ -127,7 +125,7 @@ class RequestCancelView(AgentAPIView):
     )
     def post(self, request: Request, request_id: UUID) -> Response:
         self.own_request(request_id)
-        withdrawn = services.withdraw_request(request_id, agent=self.agent)
+        withdrawn = transitions.withdraw_request(request_id, agent=self.agent)
         return Response(s.RequestSerializer(withdrawn).data)
 
 
@@ -145,7 +143,7 @@ class UrlFlowCompleteView(AgentAPIView):
         if not data.get("elicitationId") and not data.get("requestId"):
             raise InvalidInput("Name the flow.", {"elicitationId": "elicitationId or requestId is required"})
         # Unknown or already-completed ids are ignored without error, as the MCP spec requires.
-        services.report_url_flow_complete(
+        transitions.report_url_flow_complete(
             self.agent, request_id=data.get("requestId"), elicitation_id=data.get("elicitationId", "")
         )
         return Response(status=status.HTTP_202_ACCEPTED)
@@ -189,8 +187,6 @@ class WsTicketView(AgentAPIView):
         summary="A single-use WebSocket ticket, for clients that cannot send an Authorization header",
     )
     def post(self, request: Request) -> Response:
-        from elicitation import tickets
-
         return Response(
             {"ticket": tickets.issue_ticket(self.agent), "expiresIn": tickets.TICKET_MAX_AGE_SECONDS},
             status=status.HTTP_201_CREATED,

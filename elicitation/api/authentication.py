@@ -1,38 +1,13 @@
-"""Bearer-key authentication for agents (`rh_…`) and reviewer scripts (`rhr_…`)."""
+"""DRF authentication for agents (`rh_…`) and reviewer scripts (`rhr_…`), over the one key parser in queue/keys.py."""
 
 from typing import Any
 
-from django.http import HttpRequest
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
-from elicitation.keys import key_matches, split_prefix
-from elicitation.models import Agent, ReviewerToken
-
-
-def bearer_token(headers: Any) -> str | None:
-    header = headers.get("Authorization") or headers.get("authorization") or ""
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
-
-
-def agent_for_key(full_key: str) -> Agent | None:
-    """The active agent owning this key, or None. The prefix finds the row; the HMAC comparison is constant-time."""
-    prefix = split_prefix(full_key, "rh")
-    if prefix is None:
-        return None
-    agent = Agent.objects.filter(key_prefix=prefix).first()
-    if agent is None or not key_matches(full_key, agent.key_hash) or not agent.is_active:
-        return None
-    return agent
-
-
-def agent_for_http_request(request: HttpRequest) -> Agent | None:
-    token = bearer_token(request.headers)
-    return agent_for_key(token) if token else None
+from elicitation.models import Agent
+from elicitation.queue.keys import agent_for_key, bearer_token, reviewer_token_for_key
 
 
 class AgentKeyAuthentication(authentication.BaseAuthentication):
@@ -69,16 +44,8 @@ class ReviewerTokenAuthentication(authentication.BaseAuthentication):
         token = bearer_token(request.headers)
         if token is None or not token.startswith("rhr_"):
             return None
-        prefix = split_prefix(token, "rhr")
-        row = (
-            ReviewerToken.objects.select_related("user").filter(key_prefix=prefix).first() if prefix else None
-        )
-        if (
-            row is None
-            or row.revoked_at is not None
-            or not key_matches(token, row.key_hash)
-            or not row.user.is_active
-        ):
+        row = reviewer_token_for_key(token)
+        if row is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked reviewer token.")
         return (row.user, row)
 

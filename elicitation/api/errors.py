@@ -8,11 +8,14 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.csrf import csrf_failure as page_csrf_failure
+from django.views.defaults import page_not_found
+from django.views.defaults import server_error as page_server_error
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from elicitation.exceptions import DomainError
+from elicitation.queue.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +47,32 @@ def error_body(code: str, detail: str, fields: dict[str, str] | None = None) -> 
     return body
 
 
+# The domain's error codes (queue/errors.py) as HTTP statuses: the one mapping every HTTP surface uses.
+HTTP_STATUS = {
+    "invalid": 400,
+    "forbidden": 403,
+    "not_found": 404,
+    "conflict": 409,
+    "idempotency_conflict": 409,
+    "gone": 410,
+}
+
+
+def http_status(exc: DomainError) -> int:
+    return HTTP_STATUS.get(exc.code, 400)
+
+
+def domain_error_body(exc: DomainError) -> dict[str, Any]:
+    body = error_body(exc.code, exc.detail, exc.fields)
+    current = getattr(exc, "current_status", None)
+    if current:
+        body["status"] = current
+    return body
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
-        body = error_body(exc.code, exc.detail, exc.fields)
-        current = getattr(exc, "current_status", None)
-        if current:
-            body["status"] = current
-        return Response(body, status=exc.status_code)
+        return Response(domain_error_body(exc), status=http_status(exc))
     if isinstance(exc, RequestDataTooBig):
         return Response(error_body("too_large", "The request body is too large."), status=413)
     if isinstance(exc, (OperationalError, InterfaceError)):
@@ -91,8 +113,6 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """handler404: JSON under /api/ (an id that is not a UUID never reaches a view), the page elsewhere."""
     if is_api_path(request):
         return JsonResponse(error_body("not_found", "No such resource."), status=404)
-    from django.views.defaults import page_not_found
-
     return page_not_found(request, exception)
 
 
@@ -118,8 +138,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
         return response
     if is_api_path(request):
         return JsonResponse(error_body("server_error", "Something went wrong on our side."), status=500)
-    from django.views.defaults import server_error as page_server_error
-
     return page_server_error(request)
 
 
@@ -127,6 +145,4 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: API callers get the usual error body; pages get Django's page."""
     if is_api_path(request):
         return JsonResponse(error_body("csrf_failed", "CSRF verification failed."), status=403)
-    from django.views.csrf import csrf_failure as page_csrf_failure
-
     return page_csrf_failure(request, reason)

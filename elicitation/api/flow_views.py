@@ -11,11 +11,12 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from elicitation import flows, services
 from elicitation.api.agent_views import AgentAPIView
 from elicitation.api.serializers import MAX_EXPIRES_IN, ErrorSerializer, StrictSerializer, http_url
-from elicitation.exceptions import InvalidInput
+from elicitation.flows import hosted_flows
 from elicitation.models import HostedFlow
+from elicitation.queue import clock, transitions
+from elicitation.queue.errors import InvalidInput
 
 ERRORS = {code: OpenApiResponse(ErrorSerializer) for code in (400, 401, 403, 404, 409, 410)}
 
@@ -46,7 +47,7 @@ class FlowSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     url = serializers.SerializerMethodField()
     requestId = serializers.UUIDField(source="request_id")
-    status = serializers.CharField(help_text="open, submitted, retrieved, expired or purged")
+    status = serializers.SerializerMethodField(help_text="open, submitted, retrieved, expired or purged")
     requestStatus = serializers.CharField(source="request.status")
     queue = serializers.CharField(source="request.queue.slug")
     message = serializers.CharField(source="request.message")
@@ -57,15 +58,19 @@ class FlowSerializer(serializers.Serializer):
     retrievedAt = serializers.DateTimeField(source="retrieved_at", allow_null=True)
     elicitation = serializers.SerializerMethodField()
 
+    def get_status(self, flow: HostedFlow) -> str:
+        # As the sweeper will leave it: a read never settles the flow itself.
+        return hosted_flows.effective_status(flow, self.context.get("now") or clock.now())
+
     def get_url(self, flow: HostedFlow) -> str:
-        return flows.flow_url(flow.pk)
+        return hosted_flows.flow_url(flow.pk)
 
     @extend_schema_field(UrlElicitationSerializer)
     def get_elicitation(self, flow: HostedFlow) -> dict[str, Any]:
         return {
             "mode": "url",
             "message": flow.request.message,
-            "url": flows.flow_url(flow.pk),
+            "url": hosted_flows.flow_url(flow.pk),
             "elicitationId": flow.request.elicitation_id,
         }
 
@@ -78,7 +83,7 @@ class RetrievedFlowSerializer(serializers.Serializer):
 class FlowAPIView(AgentAPIView):
     def check_permissions(self, request: Request) -> None:
         super().check_permissions(request)
-        flows.require_flows_scope(self.agent)
+        hosted_flows.require_flows_scope(self.agent)
 
 
 class FlowListView(FlowAPIView):
@@ -98,7 +103,7 @@ class FlowListView(FlowAPIView):
         idempotency_key = request.headers.get("Idempotency-Key") or None
         if idempotency_key is not None and len(idempotency_key) > 200:
             raise InvalidInput("Idempotency-Key is too long.", {"Idempotency-Key": "at most 200 characters"})
-        flow, created = flows.create_hosted_flow(
+        flow, created = hosted_flows.create_hosted_flow(
             agent=self.agent,
             queue_slug=data["queue"],
             message=data["message"],
@@ -110,7 +115,7 @@ class FlowListView(FlowAPIView):
             elicitation_id=data.get("elicitationId", ""),
             idempotency_key=idempotency_key,
             # Marked as a flow body so the same key and body on /requests is a conflict, not a replay.
-            fingerprint=services.body_fingerprint({"flow": request.data}) if idempotency_key else "",
+            fingerprint=transitions.body_fingerprint({"flow": request.data}) if idempotency_key else "",
         )
         return Response(
             FlowSerializer(flow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
@@ -124,8 +129,8 @@ class FlowDetailView(FlowAPIView):
         summary="A flow's state (never its values)",
     )
     def get(self, request: Request, flow_id: UUID) -> Response:
-        flow = flows.flow_state(flows.agent_flow(self.agent, flow_id).pk)
-        return Response(FlowSerializer(flow).data)
+        flow = hosted_flows.agent_flow(self.agent, flow_id)
+        return Response(FlowSerializer(flow, context={"now": clock.now()}).data)
 
 
 class FlowRetrieveView(FlowAPIView):
@@ -137,7 +142,7 @@ class FlowRetrieveView(FlowAPIView):
     )
     @sensitive_variables()
     def post(self, request: Request, flow_id: UUID) -> Response:
-        content = flows.retrieve_hosted_flow(flow_id, agent=self.agent)
+        content = hosted_flows.retrieve_hosted_flow(flow_id, agent=self.agent)
         response = Response({"id": str(flow_id), "content": content})
         response["Cache-Control"] = "no-store"
         return response

@@ -3,19 +3,18 @@
 from uuid import UUID
 
 from django.db.models import prefetch_related_objects
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from elicitation import selectors, services
 from elicitation.api import serializers as s
 from elicitation.api.authentication import IsReviewer, ReviewerTokenAuthentication, SessionAuthentication
-from elicitation.exceptions import InvalidInput, NotFound, PermissionDenied
+from elicitation.api.throttling import ReviewerRateThrottle
 from elicitation.models import TERMINAL_STATUSES, ElicitationRequest, Queue, Status
-from elicitation.throttling import ReviewerRateThrottle
+from elicitation.queue import access, audit, selectors, transitions
+from elicitation.queue.errors import InvalidInput
 
 ERRORS = {code: OpenApiResponse(s.ErrorSerializer) for code in (400, 401, 403, 404, 409)}
 PAGE_SIZE = 50
@@ -29,21 +28,10 @@ class ReviewerAPIView(APIView):
     throttle_classes = [ReviewerRateThrottle]
 
     def reviewable_queue(self, slug: str) -> Queue:
-        queue = get_object_or_404(Queue, slug=slug)
-        if not selectors.can_review(self.request.user, queue):
-            raise PermissionDenied("You are not a reviewer of this queue.")
-        return queue
+        return access.reviewable_queue(self.request.user, slug)
 
     def reviewable_request(self, request_id: UUID) -> ElicitationRequest:
-        found = (
-            ElicitationRequest.objects.select_related("queue", "agent", "claimed_by")
-            .filter(pk=request_id)
-            .first()
-        )
-        if found is None:
-            raise NotFound("No such request.")
-        services.check_reviewer_access(found, self.request.user)
-        return found
+        return access.reviewable_request(self.request.user, request_id)
 
     def answer(self, found: ElicitationRequest, code: int = status.HTTP_200_OK) -> Response:
         """`found` as the service returned it: services hand back the row as they left it."""
@@ -105,7 +93,7 @@ class ClaimNextView(ReviewerAPIView):
     )
     def post(self, request: Request, slug: str) -> Response:
         queue = self.reviewable_queue(slug)
-        claimed = services.claim_next(queue, user=request.user)
+        claimed = transitions.claim_next(queue, user=request.user)
         if claimed is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return self.answer(claimed)
@@ -118,8 +106,8 @@ class ReviewRequestDetailView(ReviewerAPIView):
         summary="A request as the reviewer sees it, with questions and shared drafts",
     )
     def get(self, request: Request, request_id: UUID) -> Response:
-        found = services.expire_if_overdue(self.reviewable_request(request_id))
-        services.record_view(found, user=request.user)
+        found = self.reviewable_request(request_id)
+        audit.record_view(found, user=request.user)  # a sensitive view is audited, explicitly
         return self.answer(found)
 
 
@@ -135,9 +123,9 @@ def transition_view(operation: str, summary: str, service_name: str) -> type[Rev
         )
         def post(self, request: Request, request_id: UUID) -> Response:
             found = self.reviewable_request(request_id)
-            if operation == "takeover" and not selectors.can_supervise(request.user, found.queue):
-                raise PermissionDenied("Only a queue supervisor can take over a claim.")
-            service = getattr(services, service_name)
+            if operation == "takeover":
+                access.check_supervisor(found.queue, request.user)
+            service = getattr(transitions, service_name)
             keyword = "supervisor" if operation == "takeover" else "user"
             return self.answer(service(request_id, **{keyword: request.user}))
 
@@ -162,7 +150,7 @@ class DraftView(ReviewerAPIView):
         self.reviewable_request(request_id)
         body = s.SaveDraftSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        draft = services.save_draft(
+        draft = transitions.save_draft(
             request_id,
             user=request.user,
             question_id=body.validated_data["question"],
@@ -183,7 +171,7 @@ class RespondView(ReviewerAPIView):
         found = self.reviewable_request(request_id)
         body = s.RespondSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        answered = services.respond(
+        answered = transitions.respond(
             request_id,
             user=request.user,
             action=body.validated_data["action"],

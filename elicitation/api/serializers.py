@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from elicitation.models import Action, DraftState, ElicitationRequest, Mode
+from elicitation.queue import clock
 
 http_url = URLValidator(schemes=["http", "https"])
 MAX_EXPIRES_IN = 30 * 24 * 3600
@@ -104,7 +105,13 @@ class RequestSerializer(serializers.Serializer):
     createdAt = serializers.DateTimeField(source="created_at")
     deadline = serializers.DateTimeField()
     closedAt = serializers.DateTimeField(source="closed_at", allow_null=True)
+    overdue = serializers.SerializerMethodField(
+        help_text="Open past its deadline: the sweeper is about to close it with the queue's expiry outcome."
+    )
     result = serializers.SerializerMethodField()
+
+    def get_overdue(self, request: ElicitationRequest) -> bool:
+        return request.is_open and request.deadline <= clock.now()
 
     @extend_schema_field(ElicitResultSerializer(allow_null=True))
     def get_result(self, request: ElicitationRequest) -> dict[str, Any] | None:

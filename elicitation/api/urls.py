@@ -1,18 +1,18 @@
 from django.urls import path
 
-from elicitation.api import agent_views, flow_views, reviewer_views, waiting
+from elicitation.api import agent_views, flow_views, reviewer_views
 
 urlpatterns = [
     # Agents
     path("requests", agent_views.RequestListView.as_view(), name="api-requests"),
     path("requests/url-complete", agent_views.UrlFlowCompleteView.as_view(), name="api-url-complete"),
-    path("requests/<uuid:request_id>", waiting.request_detail, name="api-request"),
+    path("requests/<uuid:request_id>", agent_views.RequestDetailView.as_view(), name="api-request"),
     path(
         "requests/<uuid:request_id>/cancel",
         agent_views.RequestCancelView.as_view(),
         name="api-request-cancel",
     ),
-    path("events", waiting.event_feed, name="api-events"),
+    path("events", agent_views.EventFeedView.as_view(), name="api-events"),
     path("ws-ticket", agent_views.WsTicketView.as_view(), name="api-ws-ticket"),
     # Hosted secret flows (flows:secrets scope)
     path("flows", flow_views.FlowListView.as_view(), name="api-flows"),

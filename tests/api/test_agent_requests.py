@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from elicitation import services
 from elicitation.models import ElicitationRequest, Status
+from elicitation.queue import accounts, transitions
 from tests.conftest import FORM_SCHEMA
 
 pytestmark = pytest.mark.django_db
@@ -126,7 +126,7 @@ def test_missing_or_wrong_keys_get_401(header: str | None, agent: Any) -> None:
 
 def test_a_revoked_key_gets_401_immediately(agent_client: APIClient, agent: Any) -> None:
     assert post(agent_client, create_body()).status_code == 201
-    services.revoke_agent(agent)
+    accounts.revoke_agent(agent)
     assert post(agent_client, create_body()).status_code == 401
 
 
@@ -134,18 +134,24 @@ def test_reading_a_request_returns_the_mcp_result_once_answered(
     agent_client: APIClient, reviewer: Any
 ) -> None:
     request_id = post(agent_client, create_body()).json()["id"]
-    services.claim_request(request_id, user=reviewer)
-    services.respond(request_id, user=reviewer, action="accept", content={"approve": True, "note": "ok"})
+    transitions.claim_request(request_id, user=reviewer)
+    transitions.respond(request_id, user=reviewer, action="accept", content={"approve": True, "note": "ok"})
     data = agent_client.get(f"/api/v1/requests/{request_id}").json()
     assert data["status"] == "completed"
     assert data["result"] == {"action": "accept", "content": {"approve": True, "note": "ok"}}
 
 
-def test_a_request_read_after_its_deadline_is_never_pending(agent_client: APIClient, clock: Any) -> None:
+def test_a_read_after_the_deadline_says_overdue_and_changes_nothing_until_the_sweeper_expires_it(
+    agent_client: APIClient, clock: Any
+) -> None:
     request_id = post(agent_client, create_body(expiresIn=5)).json()["id"]
     clock.advance(seconds=6)
     data = agent_client.get(f"/api/v1/requests/{request_id}").json()
-    assert (data["status"], data["result"]) == ("expired", {"action": "cancel"})
+    assert (data["status"], data["overdue"], data["result"]) == ("pending", True, None)
+    assert ElicitationRequest.objects.get(pk=request_id).status == "pending"  # GET never writes
+    assert transitions.expire_overdue_requests() == 1
+    data = agent_client.get(f"/api/v1/requests/{request_id}").json()
+    assert (data["status"], data["overdue"], data["result"]) == ("expired", False, {"action": "cancel"})
 
 
 def test_another_agents_request_is_a_404(agent_client: APIClient, make_agent: Any, queue: Any) -> None:
@@ -171,8 +177,8 @@ def test_cancel_after_the_reviewer_answered_is_409_and_keeps_the_answer(
     agent_client: APIClient, reviewer: Any
 ) -> None:
     request_id = post(agent_client, create_body()).json()["id"]
-    services.claim_request(request_id, user=reviewer)
-    services.respond(request_id, user=reviewer, action="decline")
+    transitions.claim_request(request_id, user=reviewer)
+    transitions.respond(request_id, user=reviewer, action="decline")
     assert agent_client.post(f"/api/v1/requests/{request_id}/cancel").status_code == 409
     assert ElicitationRequest.objects.get(pk=request_id).action == "decline"
 
@@ -180,8 +186,8 @@ def test_cancel_after_the_reviewer_answered_is_409_and_keeps_the_answer(
 def test_the_event_feed_pages_by_cursor(agent_client: APIClient, reviewer: Any) -> None:
     ids = [post(agent_client, create_body()).json()["id"] for _ in range(3)]
     for request_id in ids:
-        services.claim_request(request_id, user=reviewer)
-        services.respond(request_id, user=reviewer, action="cancel")
+        transitions.claim_request(request_id, user=reviewer)
+        transitions.respond(request_id, user=reviewer, action="cancel")
     feed = agent_client.get("/api/v1/events?after=0").json()
     assert [e["id"] for e in feed["events"]] == ids
     assert feed["cursor"] == 3

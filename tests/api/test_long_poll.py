@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient
 
-from elicitation import services
+from elicitation.queue import transitions
+from tests.asgi import AsgiClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,12 +22,12 @@ async def test_a_waiting_get_returns_when_the_reviewer_answers(
     make_request: Any, reviewer: Any, auth: dict[str, str]
 ) -> None:
     request = await sync_to_async(make_request)()
-    await sync_to_async(services.claim_request)(request.pk, user=reviewer)
-    client = AsyncClient()
+    await sync_to_async(transitions.claim_request)(request.pk, user=reviewer)
+    client = AsgiClient()
 
     async def answer_soon() -> None:
         await asyncio.sleep(0.3)
-        await sync_to_async(services.respond)(
+        await sync_to_async(transitions.respond)(
             request.pk, user=reviewer, action="accept", content={"approve": False}
         )
 
@@ -47,7 +47,7 @@ async def test_a_wait_on_an_open_request_times_out_with_its_status(
     settings.MAX_LONG_POLL_SECONDS = 1
     request = await sync_to_async(make_request)()
     started = time.monotonic()
-    response = await AsyncClient().get(f"/api/v1/requests/{request.pk}", {"wait": 30}, headers=auth)
+    response = await AsgiClient().get(f"/api/v1/requests/{request.pk}", {"wait": 30}, headers=auth)
     assert response.json()["status"] == "pending"
     assert 0.9 <= time.monotonic() - started < 5  # capped at MAX_LONG_POLL_SECONDS
 
@@ -56,14 +56,14 @@ async def test_a_waiting_feed_returns_the_new_event(
     make_request: Any, reviewer: Any, auth: dict[str, str]
 ) -> None:
     request = await sync_to_async(make_request)()
-    await sync_to_async(services.claim_request)(request.pk, user=reviewer)
+    await sync_to_async(transitions.claim_request)(request.pk, user=reviewer)
 
     async def decline_soon() -> None:
         await asyncio.sleep(0.3)
-        await sync_to_async(services.respond)(request.pk, user=reviewer, action="decline")
+        await sync_to_async(transitions.respond)(request.pk, user=reviewer, action="decline")
 
     response, _ = await asyncio.gather(
-        AsyncClient().get("/api/v1/events", {"after": 0, "wait": 20}, headers=auth), decline_soon()
+        AsgiClient().get("/api/v1/events", {"after": 0, "wait": 20}, headers=auth), decline_soon()
     )
     events = response.json()["events"]
     assert [(e["type"], e["id"], e["result"]) for e in events] == [
@@ -77,7 +77,7 @@ async def test_waiting_on_another_agents_request_is_an_immediate_404(
     request = await sync_to_async(make_request)()
     _, other_key = await sync_to_async(make_agent)("agent-b", queue)
     started = time.monotonic()
-    response = await AsyncClient().get(
+    response = await AsgiClient().get(
         f"/api/v1/requests/{request.pk}", {"wait": 10}, headers={"Authorization": f"Bearer {other_key}"}
     )
     assert response.status_code == 404
@@ -87,7 +87,7 @@ async def test_waiting_on_another_agents_request_is_an_immediate_404(
 async def test_an_unauthenticated_wait_is_refused_without_waiting(make_request: Any) -> None:
     request = await sync_to_async(make_request)()
     started = time.monotonic()
-    response = await AsyncClient().get(f"/api/v1/requests/{request.pk}", {"wait": 10})
+    response = await AsgiClient().get(f"/api/v1/requests/{request.pk}", {"wait": 10})
     assert response.status_code == 401
     assert time.monotonic() - started < 2
 
@@ -95,7 +95,7 @@ async def test_an_unauthenticated_wait_is_refused_without_waiting(make_request: 
 async def test_a_push_that_closes_the_request_ends_the_wait_without_asking_the_database_again() -> None:
     from channels.layers import get_channel_layer
 
-    from elicitation.api import waiting
+    from elicitation.delivery import long_poll
 
     checks: list[float] = []
 
@@ -105,7 +105,7 @@ async def test_a_push_that_closes_the_request_ends_the_wait_without_asking_the_d
 
     group = "request.settle-test"
     waiter = asyncio.ensure_future(
-        waiting.wait_until(group, 10, still_open, settles=waiting.closes_the_request)
+        long_poll.wait_until(group, 10, still_open, settles=long_poll.closes_the_request)
     )
     while not checks:
         await asyncio.sleep(0.01)
@@ -127,7 +127,7 @@ async def test_a_push_that_closes_the_request_ends_the_wait_without_asking_the_d
 
 
 def test_only_a_push_leaving_the_open_statuses_settles_a_wait() -> None:
-    from elicitation.api.waiting import closes_the_request
+    from elicitation.delivery.long_poll import closes_the_request
 
     def update(status: Any) -> dict[str, Any]:
         return {"type": "request.update", "request": {"status": status}}

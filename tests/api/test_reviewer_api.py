@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from elicitation import services
 from elicitation.models import ElicitationRequest, Status
+from elicitation.queue import accounts, transitions
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ def test_queue_list_shows_member_queues_with_counts(
 ) -> None:
     first = make_request()
     make_request()
-    services.claim_request(first.pk, user=reviewer)
+    transitions.claim_request(first.pk, user=reviewer)
     data = reviewer_client.get("/api/v1/review/queues").json()
     assert [(q["slug"], q["pending"], q["claimed"], q["overdue"]) for q in data] == [("payments", 1, 1, 0)]
 
@@ -151,7 +151,7 @@ def test_anonymous_and_agents_cannot_use_the_reviewer_api(agent_client: APIClien
 
 def test_a_reviewer_token_authenticates_scripts(reviewer: User, make_request: Any) -> None:
     make_request()
-    token = services.create_reviewer_token(reviewer, "script")
+    token = accounts.create_reviewer_token(reviewer, "script")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     assert client.post("/api/v1/review/queues/payments/claim-next").status_code == 200

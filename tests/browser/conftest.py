@@ -26,6 +26,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 
+from elicitation.queue import accounts
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -274,10 +276,9 @@ def agent_api(asgi_live_server_url: str) -> Callable[[str], AgentAPI]:
 @pytest.fixture
 def reviewer_api(asgi_live_server_url: str) -> Callable[[User], Callable[..., httpx.Response]]:
     """`reviewer_api(user)(method, path, json=None)`: the reviewer API on the live server with a reviewer token."""
-    from elicitation import services
 
     def make(user: User) -> Callable[..., httpx.Response]:
-        token = services.create_reviewer_token(user, name="browser-test")
+        token = accounts.create_reviewer_token(user, name="browser-test")
 
         def call(method: str, path: str, json: Any = None) -> httpx.Response:
             return httpx.request(

@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from elicitation import services
 from elicitation.models import ElicitationRequest, Queue, Status
+from elicitation.queue import accounts
 
 pytestmark = pytest.mark.browser
 
@@ -93,7 +93,7 @@ def team(asgi_live_server_url: str) -> dict[str, Any]:
     alice, bob, carol = (User.objects.create_user(name) for name in ("alice", "bob", "carol"))
     queue.members.add(alice, bob, carol)
     queue.supervisors.add(carol)
-    agent, key = services.create_agent("billing-bot", queue_slugs=["payments"])
+    agent, key = accounts.create_agent("billing-bot", queue_slugs=["payments"])
     return {"queue": queue, "alice": alice, "bob": bob, "carol": carol, "agent": agent, "key": key}
 
 
@@ -106,6 +106,12 @@ def form_request(
 def wait_live(page: Any) -> None:
     """The page's socket is open: pushes from now on reach it."""
     expect(page.locator("body")).to_have_attribute("data-live", "on")
+
+
+def claim_on_page(page: Any) -> None:
+    """Opening a request only shows it; the reviewer claims with the page's Claim button."""
+    page.get_by_role("button", name="Claim", exact=True).click()
+    expect(page.locator("#holder-text")).to_contain_text("You hold this request")
 
 
 def test_login_form_signs_in_and_lists_only_member_queues(open_page, team, screenshot, agent_api) -> None:
@@ -151,6 +157,7 @@ def test_every_field_kind_is_filled_accepted_and_read_back_exactly_by_the_agent(
     )
     page = open_page(team["alice"], f"/requests/{created['id']}/")
     wait_live(page)
+    claim_on_page(page)
     # Widgets carry the right HTML types and limits; defaults are prefilled; required is marked.
     expect(page.get_by_label("Contact email")).to_have_attribute("type", "email")
     expect(page.get_by_label("Company website")).to_have_attribute("type", "url")
@@ -226,6 +233,7 @@ def test_a_validation_error_shows_next_to_its_field_keeps_the_input_and_can_be_c
     agent = agent_api(team["key"])
     created = form_request(agent, schema)
     page = open_page(team["alice"], f"/requests/{created['id']}/")
+    claim_on_page(page)
     page.get_by_label("Confirmation code").fill("abc")
     page.get_by_label("Item count").fill("42")
     page.locator("#q-channels").get_by_label("a", exact=True).check()
@@ -268,6 +276,7 @@ def test_decline_by_keyboard_and_cancel_by_button_reach_the_agent_without_conten
     assert agent.get(first["id"])["result"] == {"action": "decline"}
 
     page.goto(f"/requests/{second['id']}/")
+    claim_on_page(page)
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator(".flash")).to_contain_text("Cancelled")
     assert agent.get(second["id"])["result"] == {"action": "cancel"}
@@ -291,6 +300,7 @@ def test_a_second_reviewer_sees_the_claim_and_drafts_live_and_cannot_submit(
     )
     alice = open_page(team["alice"], f"/requests/{created['id']}/")
     wait_live(alice)
+    claim_on_page(alice)
     bob = open_page(team["bob"], f"/requests/{created['id']}/")
     wait_live(bob)
 
@@ -329,6 +339,7 @@ def test_a_supervisor_takes_over_and_the_previous_holder_goes_read_only_live(
     created = form_request(agent, NOTE_SCHEMA)
     alice = open_page(team["alice"], f"/requests/{created['id']}/")
     wait_live(alice)
+    claim_on_page(alice)
     bob = open_page(team["bob"], f"/requests/{created['id']}/")
     expect(bob.get_by_role("button", name="Take over")).to_have_count(0)  # members are not supervisors
     carol = open_page(team["carol"], f"/requests/{created['id']}/")
@@ -347,6 +358,7 @@ def test_a_lapsed_claim_is_reported_on_the_page(open_page, team, agent_api) -> N
     created = form_request(agent, NOTE_SCHEMA)
     page = open_page(team["alice"], f"/requests/{created['id']}/")
     wait_live(page)
+    claim_on_page(page)
     # What the lease sweep does when a tab slept through its heartbeats.
     ElicitationRequest.objects.filter(pk=created["id"]).update(
         status=Status.PENDING, claimed_by=None, claimed_at=None, lease_expires_at=None
@@ -365,6 +377,7 @@ def test_withdrawal_by_the_agent_disables_every_open_page(open_page, team, agent
     created = form_request(agent, NOTE_SCHEMA)
     alice = open_page(team["alice"], f"/requests/{created['id']}/")
     wait_live(alice)
+    claim_on_page(alice)
     bob = open_page(team["bob"], f"/requests/{created['id']}/")
     wait_live(bob)
     alice.get_by_label("Note").fill("half-typed")
@@ -462,6 +475,7 @@ def test_agent_text_is_rendered_inert_everywhere(open_page, team, agent_api) -> 
     row_link = page.locator(f"tr[data-id='{created['id']}'] .request-link")
     expect(row_link).to_have_text(message, timeout=PUSHED)  # pushed live, inserted with textContent
     row_link.click()
+    claim_on_page(page)
     expect(page.locator("#agent-message")).to_have_text(message)
     expect(page.locator("#q-choice legend")).to_contain_text("\"><svg onload=alert('title')>")
     expect(page.locator("#q-choice .help")).to_have_text("<b onmouseover=alert('description')>hover</b>")
@@ -518,6 +532,7 @@ def test_an_external_punycode_url_is_shown_in_full_with_warnings_and_fetched_onl
     )
     page = open_page(team["alice"], f"/requests/{created['id']}/")
     wait_live(page)
+    claim_on_page(page)
     expect(page.locator("#url-full")).to_have_text(url)
     expect(page.locator("#url-host")).to_have_text("xn--pple-43d.localhost")
     warnings = page.locator("[data-url-warning]")

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
-from elicitation import services
 from elicitation.models import Agent, Queue
+from elicitation.queue import accounts
 from tests.delivery.liveserver import LiveServer
 
 
@@ -35,11 +35,11 @@ class Setup:
 @pytest.fixture
 def setup(transactional_db: None) -> Setup:
     """The client's default queue, an agent posting to it, and a reviewer with an API token."""
-    queue = services.ensure_queues(["default"])[0]
-    agent, key = services.create_agent("client-agent", queue_slugs=["default"])
+    queue = accounts.ensure_queues(["default"])[0]
+    agent, key = accounts.create_agent("client-agent", queue_slugs=["default"])
     reviewer = User.objects.create_user("rita", password="pw-rita")
     queue.members.add(reviewer)
-    return Setup(queue, agent, key, reviewer, services.create_reviewer_token(reviewer))
+    return Setup(queue, agent, key, reviewer, accounts.create_reviewer_token(reviewer))
 
 
 @dataclass

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from elicitation import services
 from elicitation.models import ElicitationRequest
+from elicitation.queue import accounts
 from reviewhub_client import (
     AsyncReviewHubClient,
     AuthenticationError,
@@ -187,7 +187,7 @@ def test_no_key_at_all_is_refused_before_any_call(monkeypatch: pytest.MonkeyPatc
 def test_a_revoked_key_fails_a_socket_wait_promptly(live: LiveServer, setup: Setup) -> None:
     with ReviewHubClient(live.url, setup.key) as hub:
         created = hub.create("Revoke me", FORM_SCHEMA)
-        timer = threading.Timer(0.5, closing_connection(services.revoke_agent), (setup.agent,))
+        timer = threading.Timer(0.5, closing_connection(accounts.revoke_agent), (setup.agent,))
         timer.start()
         started = time.monotonic()
         with pytest.raises(AuthenticationError):

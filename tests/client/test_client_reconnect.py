@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from elicitation import services
 from elicitation.models import Agent
+from elicitation.queue import transitions
 from reviewhub_client import AsyncReviewHubClient, ElicitResult
 from reviewhub_client.client import AgentSocket
 from tests.client.conftest import Setup
@@ -39,8 +39,8 @@ async def test_a_wait_returns_the_answer_given_while_the_server_was_dead_and_res
     monkeypatch.setattr(AgentSocket, "_record", record)
 
     def answer_in_database(request_id: str, action: str) -> None:
-        services.claim_request(request_id, user=setup.reviewer)
-        services.respond(request_id, user=setup.reviewer, action=action, content=None)
+        transitions.claim_request(request_id, user=setup.reviewer)
+        transitions.respond(request_id, user=setup.reviewer, action=action, content=None)
 
     server = await database_sync_to_async(LiveServer().start)()
     restarted: LiveServer | None = None

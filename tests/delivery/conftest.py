@@ -1,14 +1,16 @@
 """Fixtures for the delivery tests: agent sockets on the real ASGI application, reviewers that answer."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from elicitation import services
+from elicitation.delivery import pushes
 from elicitation.models import ElicitationRequest
+from elicitation.queue import signals, transitions
 from reviewhub.asgi import application
 
 Socket = WebsocketCommunicator
@@ -40,8 +42,8 @@ def answer(reviewer: Any) -> Callable[..., Awaitable[ElicitationRequest]]:
     """The reviewer claims and answers a request (in a worker thread, as a request handler would)."""
 
     def claim_and_respond(request_id: Any, action: str, content: dict[str, Any] | None) -> ElicitationRequest:
-        services.claim_request(request_id, user=reviewer)
-        return services.respond(request_id, user=reviewer, action=action, content=content)
+        transitions.claim_request(request_id, user=reviewer)
+        return transitions.respond(request_id, user=reviewer, action=action, content=content)
 
     async def answer_(
         request: ElicitationRequest, action: str = "accept", content: dict[str, Any] | None = None
@@ -51,3 +53,15 @@ def answer(reviewer: Any) -> Callable[..., Awaitable[ElicitationRequest]]:
         return await database_sync_to_async(claim_and_respond)(request.pk, action, content)
 
     return answer_
+
+
+@contextlib.contextmanager
+def agent_pushes_dropped() -> Iterator[None]:
+    """Agent events still commit to the outbox, but their pushes never leave (as in a Redis blip)."""
+    signals.agent_event_recorded.disconnect(dispatch_uid="delivery.agent_push")
+    try:
+        yield
+    finally:
+        signals.agent_event_recorded.connect(
+            pushes.on_agent_event_recorded, dispatch_uid="delivery.agent_push"
+        )

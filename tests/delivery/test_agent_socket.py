@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from elicitation import events, services
+from elicitation.delivery import pushes
 from elicitation.models import Agent, ElicitationRequest, Queue
-from tests.delivery.conftest import Socket
+from elicitation.queue import accounts
+from tests.delivery.conftest import Socket, agent_pushes_dropped
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,10 +130,8 @@ async def test_a_missing_push_is_filled_from_the_outbox_in_cursor_order(
     await socket.send_json_to({"type": "resume", "after": 0})
     await socket.receive_json_from(timeout=2)
 
-    original = events.push_agent_event
-    monkeypatch.setattr(events, "push_agent_event", lambda agent_id, payload: None)
-    await answer(lost)  # committed, but its push never leaves
-    monkeypatch.setattr(events, "push_agent_event", original)
+    with agent_pushes_dropped():
+        await answer(lost)  # committed, but its push never leaves
     await answer(pushed)  # this push arrives with a gap before it
 
     received = [await socket.receive_json_from(timeout=2) for _ in range(2)]
@@ -157,9 +156,9 @@ async def test_a_lost_push_with_nothing_after_it_is_found_by_the_recheck(
     await by_cursor.send_json_to({"type": "resume", "after": 0})
     await by_cursor.receive_json_from(timeout=2)
 
-    monkeypatch.setattr(events, "push_agent_event", lambda agent_id, payload: None)
-    await answer(subscribed)
-    await answer(resumed_only)
+    with agent_pushes_dropped():
+        await answer(subscribed)
+        await answer(resumed_only)
 
     found = await by_subscription.receive_json_from(timeout=3)
     assert (found["id"], found["type"]) == (str(subscribed.pk), "completed")
@@ -199,7 +198,7 @@ async def test_revoking_the_key_closes_its_open_socket(
 ) -> None:
     socket = await open_socket(key)
 
-    await database_sync_to_async(services.revoke_agent)(agent)
+    await database_sync_to_async(accounts.revoke_agent)(agent)
 
     assert await socket.receive_output(timeout=2) == {"type": "websocket.close", "code": 4401}
 
@@ -210,11 +209,11 @@ async def test_rotating_the_key_closes_old_key_sockets_and_keeps_new_ones(
     settings.AGENT_SOCKET_RECHECK_SECONDS = 1
     old = await open_socket(key)
 
-    new_key = await database_sync_to_async(services.rotate_agent_key)(agent)
+    new_key = await database_sync_to_async(accounts.rotate_agent_key)(agent)
     assert await old.receive_output(timeout=2) == {"type": "websocket.close", "code": 4401}
 
     new = await open_socket(new_key)
-    await database_sync_to_async(services.rotate_agent_key)(agent)
+    await database_sync_to_async(accounts.rotate_agent_key)(agent)
     assert (await new.receive_output(timeout=3))["code"] == 4401  # rotated away in turn
 
 
@@ -223,9 +222,9 @@ async def test_a_revocation_whose_push_was_lost_still_closes_the_socket(
 ) -> None:
     settings.AGENT_SOCKET_RECHECK_SECONDS = 1
     socket = await open_socket(key)
-    monkeypatch.setattr(events, "send_to_group", lambda group, message: None)
+    monkeypatch.setattr(pushes, "send_to_group", lambda group, message: None)
 
-    await database_sync_to_async(services.revoke_agent)(agent)
+    await database_sync_to_async(accounts.revoke_agent)(agent)
 
     assert await socket.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
 
@@ -239,7 +238,7 @@ async def test_a_socket_without_a_valid_agent_key_is_closed_with_4401(
 
 
 async def test_a_revoked_key_cannot_open_a_socket(open_socket: OpenSocket, key: str, agent: Agent) -> None:
-    await database_sync_to_async(services.revoke_agent)(agent)
+    await database_sync_to_async(accounts.revoke_agent)(agent)
     socket = await open_socket(key, expect_hello=False)
     assert await socket.receive_output(timeout=2) == {"type": "websocket.close", "code": 4401}
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from elicitation import services
 from elicitation.models import Agent, ElicitationRequest, Queue
+from elicitation.queue import accounts, transitions
 from tests.conftest import FORM_SCHEMA
 from tests.delivery.liveserver import LiveServer, answer_through_api
 
@@ -29,12 +29,12 @@ def server(django_db_setup: None) -> Iterator[LiveServer]:
 
 
 def make_agents(queue: Queue) -> list[tuple[Agent, str]]:
-    return [services.create_agent(f"poller-{n}", queue_slugs=[queue.slug]) for n in range(AGENTS)]
+    return [accounts.create_agent(f"poller-{n}", queue_slugs=[queue.slug]) for n in range(AGENTS)]
 
 
 def make_requests(agent: Agent, queue: Queue, count: int) -> list[ElicitationRequest]:
     return [
-        services.create_request(
+        transitions.create_request(
             agent=agent, queue_slug=queue.slug, message=f"q{n}", mode="form", requested_schema=FORM_SCHEMA
         )[0]
         for n in range(count)
@@ -47,7 +47,7 @@ def test_200_concurrent_long_polls_hold_no_threads_and_an_answer_gets_through_at
     agents = make_agents(queue)
     per_agent = (WAITERS - AGENTS) // AGENTS  # one feed long-poll per agent, the rest wait on requests
     requests = {agent.pk: make_requests(agent, queue, per_agent) for agent, _ in agents}
-    token = services.create_reviewer_token(reviewer)
+    token = accounts.create_reviewer_token(reviewer)
     target_agent, _target_key = agents[0]
     target = requests[target_agent.pk][0]
     threads_idle = server.threads()

@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from elicitation import events
+from elicitation.delivery import pushes
 
 MESSAGES = 50
 
@@ -27,7 +27,7 @@ async def receive_numbers(layer: Any, channel: str, count: int) -> list[int]:
 
 async def test_pushes_from_worker_threads_arrive_from_the_loop_in_the_order_they_were_made() -> None:
     layer, channel = await subscribe("push-order")
-    sender = events.PushSender()
+    sender = pushes.PushSender()
     sender.bind(asyncio.get_running_loop())
     finished: list[str] = []
 
@@ -46,7 +46,7 @@ async def test_pushes_from_worker_threads_arrive_from_the_loop_in_the_order_they
 
 async def test_a_push_made_on_the_loop_itself_is_queued_there() -> None:
     layer, channel = await subscribe("push-on-loop")
-    sender = events.PushSender()
+    sender = pushes.PushSender()
     sender.bind(asyncio.get_running_loop())
 
     sender.send("push-on-loop", {"type": "test.message", "n": 7})
@@ -56,7 +56,7 @@ async def test_a_push_made_on_the_loop_itself_is_queued_there() -> None:
 
 async def test_without_a_server_loop_the_push_is_sent_before_send_returns() -> None:
     layer, channel = await subscribe("push-direct")
-    sender = events.PushSender()  # never bound: Celery workers, commands, sync tests
+    sender = pushes.PushSender()  # never bound: Celery workers, commands, sync tests
 
     def view_thread() -> bool:
         sender.send("push-direct", {"type": "test.message", "n": 1})
@@ -70,11 +70,11 @@ async def test_without_a_server_loop_the_push_is_sent_before_send_returns() -> N
 
 def test_a_closed_loop_is_never_handed_a_push(monkeypatch: pytest.MonkeyPatch) -> None:
     loop = asyncio.new_event_loop()
-    sender = events.PushSender()
+    sender = pushes.PushSender()
     sender.bind(loop)
     loop.close()
     sent: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(events, "send_in_place", lambda group, message: sent.append((group, message)))
+    monkeypatch.setattr(pushes, "send_in_place", lambda group, message: sent.append((group, message)))
 
     sender.send("push-closed", {"type": "test.message"})
 
@@ -84,9 +84,9 @@ def test_a_closed_loop_is_never_handed_a_push(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.services
 async def test_with_redis_pub_sub_a_push_is_published_from_the_calling_thread_to_the_group() -> None:
     layer, channel = await subscribe("push-published")
-    assert events.pubsub_target(layer) is not None
+    assert pushes.pubsub_target(layer) is not None
 
-    await sync_to_async(events.send_to_group)("push-published", {"type": "test.message", "n": 3})
+    await sync_to_async(pushes.send_to_group)("push-published", {"type": "test.message", "n": 3})
 
     assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 3
 
@@ -99,9 +99,9 @@ async def test_a_published_push_to_an_unreachable_redis_is_logged_not_raised(
     settings.CHANNEL_LAYERS = {
         "default": {**settings.CHANNEL_LAYERS["default"], "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
     }
-    target = events.pubsub_target(layer)
+    target = pushes.pubsub_target(layer)
     assert target is not None and target.url.endswith(":1/0")
 
-    await sync_to_async(events.send_to_group)("push-nowhere", {"type": "test.message"})
+    await sync_to_async(pushes.send_to_group)("push-nowhere", {"type": "test.message"})
 
     assert "waiters fall back to the event feed" in caplog.text

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from django.db.models import Count
 
-from elicitation import services
 from elicitation.models import AgentEvent, Queue
+from elicitation.queue import accounts
 from reviewhub_client import AsyncReviewHubClient, ElicitResult
 from reviewhub_client.client import AgentSocket
 from tests.conftest import FORM_SCHEMA
@@ -59,8 +59,8 @@ def test_every_waiting_agent_gets_every_answer_once_through_a_redis_outage(
         original(socket, cursor)
 
     monkeypatch.setattr(AgentSocket, "_record", record)
-    agents = [services.create_agent(f"fault-{n}", queue_slugs=[queue.slug]) for n in range(AGENTS)]
-    token = services.create_reviewer_token(reviewer)
+    agents = [accounts.create_agent(f"fault-{n}", queue_slugs=[queue.slug]) for n in range(AGENTS)]
+    token = accounts.create_reviewer_token(reviewer)
     timings: dict[str, float] = {}
 
     async def scenario() -> dict[str, ElicitResult]:

@@ -13,8 +13,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from elicitation import services
 from elicitation.models import Agent, Queue
+from elicitation.queue import accounts, transitions
 from tests.conftest import FORM_SCHEMA
 from tests.delivery.liveserver import LiveServer, answer_through_api, closing_connection, start_all
 
@@ -35,7 +35,7 @@ def two_servers(django_db_setup: None) -> Iterator[tuple[LiveServer, LiveServer]
 
 
 def new_request(agent: Agent, queue: Queue) -> Any:
-    return services.create_request(
+    return transitions.create_request(
         agent=agent,
         queue_slug=queue.slug,
         message="Cross-process?",
@@ -50,7 +50,7 @@ def test_an_answer_given_through_one_process_reaches_a_socket_on_the_other_at_on
     a, b = two_servers
     agent, key = agent_with_key
     request = new_request(agent, queue)
-    token = services.create_reviewer_token(reviewer)
+    token = accounts.create_reviewer_token(reviewer)
 
     async def scenario() -> tuple[dict[str, Any], float]:
         async with connect(
@@ -80,7 +80,7 @@ def test_a_long_poll_on_one_process_wakes_for_an_answer_through_the_other(
     a, b = two_servers
     agent, key = agent_with_key
     request = new_request(agent, queue)
-    token = services.create_reviewer_token(reviewer)
+    token = accounts.create_reviewer_token(reviewer)
 
     async def scenario() -> tuple[httpx.Response, float]:
         async with httpx.AsyncClient(
@@ -111,7 +111,7 @@ def test_revoking_a_key_closes_its_sockets_on_every_process(
         ]
         for ws in sockets:
             await ws.recv()  # hello
-        await asyncio.to_thread(closing_connection(services.revoke_agent), agent)
+        await asyncio.to_thread(closing_connection(accounts.revoke_agent), agent)
         codes = []
         for ws in sockets:
             try:

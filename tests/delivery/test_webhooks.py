@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from elicitation import services, tasks, webhooks
-from elicitation.keys import webhook_secret
+from elicitation.delivery import tasks, webhooks
 from elicitation.models import Agent, AgentEvent, ElicitationRequest, WebhookDelivery
+from elicitation.queue import transitions
+from elicitation.queue.keys import webhook_secret
 from reviewhub.celery import app as celery_app
 from tests.conftest import Clock
 
@@ -90,9 +91,9 @@ def eager_celery() -> Iterator[None]:
 @pytest.fixture
 def complete(reviewer: Any) -> Callable[..., ElicitationRequest]:
     def complete_(request: ElicitationRequest, action: str = "accept") -> ElicitationRequest:
-        services.claim_request(request.pk, user=reviewer)
+        transitions.claim_request(request.pk, user=reviewer)
         content = {"approve": True} if action == "accept" else None
-        return services.respond(request.pk, user=reviewer, action=action, content=content)
+        return transitions.respond(request.pk, user=reviewer, action=action, content=content)
 
     return complete_
 
@@ -148,7 +149,7 @@ def test_the_agents_callback_url_is_used_when_the_request_names_none(
 ) -> None:
     Agent.objects.filter(pk=agent.pk).update(callback_url=receiver.url)
     request = make_request()
-    services.withdraw_request(request.pk, agent=Agent.objects.get(pk=agent.pk))
+    transitions.withdraw_request(request.pk, agent=Agent.objects.get(pk=agent.pk))
 
     [call] = receiver.wait_for(1)
     assert call.headers["ReviewHub-Event"] == "withdrawn"

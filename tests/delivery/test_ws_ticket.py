@@ -8,8 +8,9 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
-from elicitation import services, tickets
+from elicitation.delivery import tickets
 from elicitation.models import Agent
+from elicitation.queue import accounts
 from tests.delivery.conftest import Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,7 +80,7 @@ async def test_rotating_the_key_voids_tickets_issued_under_it(
 ) -> None:
     agent, key = agent_with_key
     ticket = (await issue(key))["ticket"]
-    await database_sync_to_async(services.rotate_agent_key)(agent)
+    await database_sync_to_async(accounts.rotate_agent_key)(agent)
     socket = await open_socket(path=f"/ws/agent/?ticket={ticket}", expect_hello=False)
     assert await closed_with(socket) == 4401
 
@@ -98,3 +99,14 @@ async def test_a_forged_ticket_is_refused(open_socket: OpenSocket, agent: Agent)
     forged = signing.dumps({"agent": agent.pk, "prefix": agent.key_prefix}, salt="another-salt")
     socket = await open_socket(path=f"/ws/agent/?ticket={forged}", expect_hello=False)
     assert await closed_with(socket) == 4401
+
+
+def test_two_tickets_issued_in_the_same_second_are_distinct_and_both_open_a_socket(
+    agent_with_key: Any,
+) -> None:
+    agent, _ = agent_with_key
+    first, second = tickets.issue_ticket(agent), tickets.issue_ticket(agent)
+    assert first != second
+    assert tickets.agent_for_ticket(f"ticket={first}") == agent
+    assert tickets.agent_for_ticket(f"ticket={second}") == agent
+    assert tickets.agent_for_ticket(f"ticket={first}") is None  # each still works once

@@ -12,8 +12,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from elicitation import services
 from elicitation.models import ElicitationRequest, Queue, Status
+from elicitation.queue import transitions
 from reviewhub_client import AsyncReviewHubClient
 from tests.conftest import FORM_SCHEMA
 from tests.faults.processes import Daphne
@@ -80,8 +80,8 @@ class Balancer:
 def answer(request_id: str, reviewer: Any, approve: bool) -> None:
     """Runs in an executor thread: its own connection, closed after, so none outlives the test database."""
     try:
-        services.claim_request(request_id, user=reviewer)
-        services.respond(request_id, user=reviewer, action="accept", content={"approve": approve})
+        transitions.claim_request(request_id, user=reviewer)
+        transitions.respond(request_id, user=reviewer, action="accept", content={"approve": approve})
     finally:
         connection.close()
 

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.db import OperationalError, connection
 from django.test import Client
 
-from elicitation import services
 from elicitation.models import AgentEvent, ElicitationRequest, Queue, Status
+from elicitation.queue import accounts, transitions
 from tests.conftest import FORM_SCHEMA
 from tests.faults.processes import APPLICATION_NAME, Daphne
 
@@ -40,7 +40,7 @@ def test_a_page_answers_503_with_retry_after_when_the_database_fails(
     settings.DEBUG = False
     browser = Client(raise_request_exception=False)
     browser.force_login(reviewer)
-    monkeypatch.setattr("elicitation.selectors.queue_summaries", database_down)
+    monkeypatch.setattr("elicitation.queue.selectors.queue_summaries", database_down)
 
     response = browser.get("/")
 
@@ -54,7 +54,7 @@ def test_the_api_answers_503_json_with_retry_after_when_the_database_fails(
 ) -> None:
     settings.DEBUG = False
     agent_client.raise_request_exception = False
-    monkeypatch.setattr("elicitation.selectors.agent_requests", database_down)
+    monkeypatch.setattr("elicitation.queue.selectors.agent_requests", database_down)
 
     response = agent_client.get("/api/v1/requests")
 
@@ -73,7 +73,7 @@ def test_other_crashes_stay_a_bare_500(
     def bug(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("internal detail")
 
-    monkeypatch.setattr("elicitation.selectors.queue_summaries", bug)
+    monkeypatch.setattr("elicitation.queue.selectors.queue_summaries", bug)
 
     response = browser.get("/")
 
@@ -137,7 +137,7 @@ def test_connections_killed_mid_traffic_give_503s_then_recover_and_lose_no_answe
     assert connection.vendor == "postgresql" and connection.settings_dict["NAME"].startswith("test_")
     agent, key = make_agent("agent-a", queue)
     reviewer = make_reviewer("alice", queue)
-    token = services.create_reviewer_token(reviewer, name="fault")
+    token = accounts.create_reviewer_token(reviewer, name="fault")
     browser = Client()
     browser.force_login(reviewer)
     session_id = browser.cookies["sessionid"].value
@@ -227,7 +227,7 @@ def test_connections_killed_mid_traffic_give_503s_then_recover_and_lose_no_answe
     # No claim outlives its lease: once the sweep has run past the lease, nothing is left claimed.
     from django.utils import timezone
 
-    services.release_expired_claims(
+    transitions.release_expired_claims(
         now=timezone.now() + __import__("datetime").timedelta(seconds=queue.lease_seconds + 1)
     )
     assert not ElicitationRequest.objects.filter(status=Status.CLAIMED).exists()

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from elicitation import services, webhooks
+from elicitation.delivery import tasks, webhooks
 from elicitation.models import DeliveryStatus, Queue, WebhookDelivery
+from elicitation.queue import transitions
 from tests.conftest import FORM_SCHEMA
 from tests.faults.processes import CeleryWorker
 
@@ -77,7 +78,7 @@ def test_a_worker_killed_mid_delivery_is_replaced_and_the_webhook_lands_exactly_
     with Receiver() as receiver:
         try:
             first.wait_ready()
-            request, _ = services.create_request(
+            request, _ = transitions.create_request(
                 agent=agent,
                 queue_slug=queue.slug,
                 message="Approve?",
@@ -85,8 +86,8 @@ def test_a_worker_killed_mid_delivery_is_replaced_and_the_webhook_lands_exactly_
                 requested_schema=FORM_SCHEMA,
                 callback_url=receiver.url,
             )
-            services.claim_request(request.pk, user=reviewer)
-            services.respond(request.pk, user=reviewer, action="accept", content={"approve": True})
+            transitions.claim_request(request.pk, user=reviewer)
+            transitions.respond(request.pk, user=reviewer, action="accept", content={"approve": True})
 
             assert receiver.first_arrived.wait(timeout=60), first.logs()
             first.kill()  # SIGKILL while its POST is in flight
@@ -100,7 +101,7 @@ def test_a_worker_killed_mid_delivery_is_replaced_and_the_webhook_lands_exactly_
                 delivery.refresh_from_db()
                 if delivery.status != DeliveryStatus.PENDING:
                     break
-                webhooks.retry_due_deliveries()
+                tasks.retry_due_webhooks()
                 time.sleep(0.5)
         finally:
             first.kill()

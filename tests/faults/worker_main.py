@@ -9,7 +9,7 @@ if __name__ == "__main__":
     import django
 
     django.setup()
-    from elicitation import webhooks
+    from elicitation.delivery import webhooks
 
     webhooks.ATTEMPT_LEASE_SECONDS = int(os.environ.get("FAULT_ATTEMPT_LEASE_SECONDS", "3"))
     from celery.__main__ import main

@@ -21,8 +21,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from elicitation import services
 from elicitation.models import Agent, Queue, Scope
+from elicitation.queue import accounts
 
 FLOW_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -55,7 +55,7 @@ def _public_url(settings: Any) -> None:
 
 @pytest.fixture
 def flows_agent_with_key(queue: Queue) -> tuple[Agent, str]:
-    return services.create_agent(
+    return accounts.create_agent(
         "vault-mcp", queue_slugs=[queue.slug], scopes=[Scope.REQUESTS, Scope.FLOWS_SECRETS]
     )
 
@@ -101,6 +101,11 @@ def flow_path(flow: dict[str, Any]) -> str:
     return f"/flows/{flow['id']}/"
 
 
+def claim(client: Client, flow: dict[str, Any]) -> Any:
+    """Press the flow page's Claim button (opening the page only shows it)."""
+    return client.post(flow_path(flow), {"action": "claim"})
+
+
 def submit(client: Client, flow: dict[str, Any], **values: Any) -> Any:
     """POST the flow page's form as a browser would (field names carry the form's prefix)."""
     data = {f"answer-{name}": value for name, value in values.items()}
@@ -113,12 +118,12 @@ ROOT = Path(__file__).resolve().parents[2]
 LIVE_SETUP = """
 import json
 from django.contrib.auth.models import User
-from elicitation import services
+from elicitation.queue import accounts
 from elicitation.models import Scope
-queue = services.ensure_queues(["secrets"])[0]
+queue = accounts.ensure_queues(["secrets"])[0]
 reviewer = User.objects.create_user("rita", password=REVIEWER_PASSWORD)
 queue.members.add(reviewer)
-agent, key = services.create_agent(
+agent, key = accounts.create_agent(
     "vault-mcp", queue_slugs=["secrets"], scopes=[Scope.REQUESTS, Scope.FLOWS_SECRETS]
 )
 print("LIVE-SETUP " + json.dumps({"agent_key": key}))

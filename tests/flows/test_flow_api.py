@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from elicitation import flows, services
+from elicitation.flows import hosted_flows
 from elicitation.models import (
     Agent,
     AgentEvent,
@@ -21,6 +21,7 @@ from elicitation.models import (
     Scope,
     Status,
 )
+from elicitation.queue import accounts, transitions
 from tests.flows.conftest import FLOW_PAGE, FLOW_SCHEMA, api_client, new_secret, submit
 
 pytestmark = pytest.mark.django_db
@@ -193,7 +194,7 @@ def test_another_agents_retrieve_is_not_found(
 ) -> None:
     flow = open_flow()
     submit(browser_for(reviewer), flow, api_token=new_secret())
-    _, other_key = services.create_agent("intruder", queue_slugs=[queue.slug], scopes=[Scope.FLOWS_SECRETS])
+    _, other_key = accounts.create_agent("intruder", queue_slugs=[queue.slug], scopes=[Scope.FLOWS_SECRETS])
     intruder = api_client(other_key)
     assert retrieve(intruder, flow).status_code == 404
     assert intruder.get(f"/api/v1/flows/{flow['id']}").status_code == 404
@@ -267,8 +268,8 @@ def test_unretrieved_values_are_purged_after_the_retention_period(
     clock.advance(seconds=1800)
     submit(client, kept, api_token=new_secret())
     clock.advance(seconds=1801)
-    assert flows.purge_expired_flows(clock.now()) == 1
-    assert flows.purge_expired_flows(clock.now()) == 0  # idempotent
+    assert hosted_flows.purge_expired_flows(clock.now()) == 1
+    assert hosted_flows.purge_expired_flows(clock.now()) == 0  # idempotent
     row = HostedFlow.objects.get(pk=purged["id"])
     assert (row.status, row.ciphertext, row.nonce) == (FlowStatus.PURGED, None, None)
     assert RequestEvent.objects.filter(request_id=purged["requestId"], kind="flow_purged").exists()
@@ -297,17 +298,17 @@ def test_the_purge_sweep_closes_flows_whose_request_ended_without_a_value(
     open_flow: Callable[..., dict[str, Any]], flows_agent: Agent
 ) -> None:
     flow = open_flow()
-    services.withdraw_request(flow["requestId"], agent=flows_agent)
-    assert flows.purge_expired_flows() == 1
+    transitions.withdraw_request(flow["requestId"], agent=flows_agent)
+    assert hosted_flows.purge_expired_flows() == 1
     assert HostedFlow.objects.get(pk=flow["id"]).status == FlowStatus.EXPIRED
 
 
 def test_the_purge_task_runs_the_sweep(
     open_flow: Callable[..., dict[str, Any]], flows_agent: Agent, settings: Any
 ) -> None:
-    from elicitation import tasks
+    from elicitation.flows import tasks
 
     flow = open_flow()
-    services.withdraw_request(flow["requestId"], agent=flows_agent)
+    transitions.withdraw_request(flow["requestId"], agent=flows_agent)
     assert tasks.purge_expired_flows.apply().get() == 1  # runs the task body locally, broker or not
     assert "purge-expired-flows" in settings.CELERY_BEAT_SCHEDULE

@@ -125,14 +125,19 @@ def test_a_reviewer_enters_a_secret_that_only_the_agents_server_retrieves(
             page.fill("input[name=password]", server.reviewer_password)
             page.click("button[type=submit]")
             page.wait_for_load_state()
-            # The reviewer claims the forwarded request by opening it, and follows its link to the flow.
+            # The reviewer opens the forwarded request (a look claims nothing), claims it, and follows its link.
             page.goto(f"{server.base_url}/requests/{forwarded['id']}/")
             assert page.locator("#url-host").inner_text() == "127.0.0.1"
+            page.locator("#claim-form button").click()
+            page.wait_for_load_state()
             with context.expect_page() as opened:
                 page.click("#open-url")
             flow_page = opened.value
             flow_page.wait_for_load_state()
             assert flow_page.url == flow["url"]
+            # The flow page, too, shows before it binds: the reviewer claims the flow, then gets the form.
+            flow_page.get_by_role("button", name="Claim and answer").click()
+            flow_page.wait_for_load_state()
             token_input = flow_page.locator("input[name='answer-api_token']")
             assert token_input.get_attribute("type") == "password"
             assert token_input.get_attribute("autocomplete") == "off"

@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from rest_framework.test import APIClient
 
-from elicitation import flows
+from elicitation.flows import crypto, hosted_flows
 from elicitation.models import HostedFlow
 from reviewhub import settings as project_settings
 from tests.flows.conftest import new_secret, submit
@@ -74,28 +74,28 @@ def test_the_error_never_quotes_the_key_material(monkeypatch: pytest.MonkeyPatch
 
 def test_a_ciphertext_is_bound_to_its_flow(settings: Any) -> None:
     settings.FLOW_ENCRYPTION_KEYS = {"k1": K1}
-    key_id, nonce, ciphertext = flows.encrypt_content("flow-a", {"api_token": "hunter2hunter2"})
-    assert flows.decrypt_content("flow-a", key_id, nonce, ciphertext) == {"api_token": "hunter2hunter2"}
+    key_id, nonce, ciphertext = crypto.encrypt_content("flow-a", {"api_token": "hunter2hunter2"})
+    assert crypto.decrypt_content("flow-a", key_id, nonce, ciphertext) == {"api_token": "hunter2hunter2"}
     with pytest.raises(InvalidTag):
-        flows.decrypt_content("flow-b", key_id, nonce, ciphertext)
+        crypto.decrypt_content("flow-b", key_id, nonce, ciphertext)
     tampered = bytes([ciphertext[0] ^ 1]) + ciphertext[1:]
     with pytest.raises(InvalidTag):
-        flows.decrypt_content("flow-a", key_id, nonce, tampered)
+        crypto.decrypt_content("flow-a", key_id, nonce, tampered)
 
 
 def test_every_encryption_uses_a_fresh_nonce(settings: Any) -> None:
     settings.FLOW_ENCRYPTION_KEYS = {"k1": K1}
-    first = flows.encrypt_content("f", {"v": "same"})
-    second = flows.encrypt_content("f", {"v": "same"})
+    first = crypto.encrypt_content("f", {"v": "same"})
+    second = crypto.encrypt_content("f", {"v": "same"})
     assert first[1] != second[1] and first[2] != second[2]
 
 
 def test_a_missing_key_id_is_an_operator_error_not_silent_loss(settings: Any) -> None:
     settings.FLOW_ENCRYPTION_KEYS = {"k1": K1}
-    key_id, nonce, ciphertext = flows.encrypt_content("f", {"v": "x"})
+    key_id, nonce, ciphertext = crypto.encrypt_content("f", {"v": "x"})
     settings.FLOW_ENCRYPTION_KEYS = {"k2": K2}
-    with pytest.raises(flows.FlowKeyUnavailable, match="'k1'"):
-        flows.decrypt_content("f", key_id, nonce, ciphertext)
+    with pytest.raises(crypto.FlowKeyUnavailable, match="'k1'"):
+        crypto.decrypt_content("f", key_id, nonce, ciphertext)
 
 
 @pytest.mark.django_db
@@ -138,7 +138,7 @@ def test_a_ciphertext_moved_to_another_flow_does_not_decrypt(
     stolen = HostedFlow.objects.get(pk=victim["id"])
     HostedFlow.objects.filter(pk=attacker["id"]).update(nonce=stolen.nonce, ciphertext=stolen.ciphertext)
     with pytest.raises(InvalidTag):
-        flows.retrieve_hosted_flow(
+        hosted_flows.retrieve_hosted_flow(
             attacker["id"], agent=HostedFlow.objects.get(pk=victim["id"]).request.agent
         )
     # The failed read destroyed nothing.

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from elicitation import flows, services
+from elicitation.flows import hosted_flows
 from elicitation.models import (
     Action,
     Agent,
@@ -22,7 +22,8 @@ from elicitation.models import (
     RequestEvent,
     Status,
 )
-from tests.flows.conftest import flow_path, new_secret, submit
+from elicitation.queue import transitions
+from tests.flows.conftest import claim, flow_path, new_secret, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +33,7 @@ BrowserFor = Callable[[User], Client]
 
 def forward(agent: Agent, queue: Queue, flow: dict[str, Any]) -> ElicitationRequest:
     """What an MCP client relaying the server's URL elicitation creates: a plain URL-mode request."""
-    request, _ = services.create_request(
+    request, _ = transitions.create_request(
         agent=agent, queue_slug=queue.slug, message="Open this link", mode="url", url=flow["url"]
     )
     return request
@@ -53,16 +54,22 @@ def test_anonymous_visitors_are_sent_to_log_in(open_flow: OpenFlow) -> None:
     assert ElicitationRequest.objects.get(pk=flow["requestId"]).status == Status.PENDING
 
 
-def test_a_queue_member_opening_it_directly_claims_the_request(
+def test_a_queue_member_opening_it_sees_it_without_claiming_and_claims_with_the_button(
     open_flow: OpenFlow, reviewer: User, browser_for: BrowserFor
 ) -> None:
     flow = open_flow()
-    response = browser_for(reviewer).get(flow_path(flow))
+    client = browser_for(reviewer)
+    response = client.get(flow_path(flow))
     assert response.status_code == 200
+    assert b"data-flow-claim" in response.content and b'type="password"' not in response.content
     request = ElicitationRequest.objects.get(pk=flow["requestId"])
+    assert (request.status, request.claimed_by) == (Status.PENDING, None)
+    assert claim(client, flow).status_code == 303
+    request.refresh_from_db()
     assert (request.status, request.claimed_by) == (Status.CLAIMED, reviewer)
+    assert b'type="password"' in client.get(flow_path(flow)).content
     kinds = list(RequestEvent.objects.filter(request=request).values_list("kind", flat=True))
-    assert kinds == ["created", "claimed", "viewed"]
+    assert kinds == ["created", "viewed", "claimed", "viewed"]
 
 
 def test_a_reviewer_outside_the_queue_is_refused_on_open_and_submit(
@@ -86,7 +93,7 @@ def test_a_member_is_refused_while_another_reviewer_holds_the_claim(
     browser_for: BrowserFor,
 ) -> None:
     flow = open_flow()
-    assert browser_for(reviewer).get(flow_path(flow)).status_code == 200
+    assert claim(browser_for(reviewer), flow).status_code == 303
     colleague = browser_for(make_reviewer("carol", queue))
     assert colleague.get(flow_path(flow)).status_code == 403
     assert submit(colleague, flow, api_token=new_secret()).status_code == 403
@@ -159,7 +166,9 @@ def test_the_page_is_never_cached_framed_or_referred_and_runs_no_script(
 def test_sensitive_fields_are_password_inputs_without_autocomplete(
     open_flow: OpenFlow, reviewer: User, browser_for: BrowserFor
 ) -> None:
-    html = browser_for(reviewer).get(flow_path(open_flow())).content.decode()
+    flow, client = open_flow(), browser_for(reviewer)
+    claim(client, flow)
+    html = client.get(flow_path(flow)).content.decode()
     token_input = re.search(r'<input[^>]*name="answer-api_token"[^>]*>', html)
     assert token_input is not None
     assert 'type="password"' in token_input[0] and 'autocomplete="off"' in token_input[0]
@@ -303,7 +312,7 @@ def test_the_reviewer_api_cannot_accept_a_hosted_flow_without_its_value(
     open_flow: OpenFlow, reviewer: User, reviewer_client: APIClient
 ) -> None:
     flow = open_flow()
-    services.claim_request(flow["requestId"], user=reviewer)
+    transitions.claim_request(flow["requestId"], user=reviewer)
     response = reviewer_client.post(
         f"/api/v1/review/requests/{flow['requestId']}/respond", {"action": "accept"}, format="json"
     )
@@ -313,7 +322,7 @@ def test_the_reviewer_api_cannot_accept_a_hosted_flow_without_its_value(
         f"/api/v1/review/requests/{flow['requestId']}/respond", {"action": "decline"}, format="json"
     )
     assert declined.status_code == 200
-    assert flows.flow_state(flow["id"]).status == FlowStatus.EXPIRED
+    assert hosted_flows.settle_flow(flow["id"]).status == FlowStatus.EXPIRED
 
 
 # --- forwarded URL elicitations ---------------------------------------------------------------------------------
@@ -331,7 +340,7 @@ def test_completing_the_flow_completes_requests_forwarding_its_url(
     forwarded = forward(flows_agent, queue, flow)
     stranger_agent, _ = make_agent("stranger", queue)
     lookalike = forward(stranger_agent, queue, flow)  # another agent's request is never touched
-    services.claim_request(forwarded.pk, user=reviewer)
+    transitions.claim_request(forwarded.pk, user=reviewer)
     assert submit(browser_for(reviewer), flow, api_token=new_secret()).status_code == 303
     forwarded.refresh_from_db()
     assert (forwarded.status, forwarded.action, forwarded.content) == (Status.COMPLETED, Action.ACCEPT, None)
@@ -360,7 +369,7 @@ def test_holding_a_forwarded_requests_claim_binds_the_reviewer_to_the_flow(
     forwarded = forward(flows_agent, other_queue, flow)
     client = browser_for(dora)
     assert client.get(flow_path(flow)).status_code == 403  # not yet handed the forwarded request
-    services.claim_request(forwarded.pk, user=dora)
+    transitions.claim_request(forwarded.pk, user=dora)
     assert client.get(flow_path(flow)).status_code == 200
     assert submit(client, flow, api_token=new_secret()).status_code == 303
     forwarded.refresh_from_db()
@@ -372,7 +381,7 @@ def test_a_forwarded_request_cannot_be_accepted_without_the_flow(
 ) -> None:
     flow = open_flow()
     forwarded = forward(flows_agent, queue, flow)
-    services.claim_request(forwarded.pk, user=reviewer)
+    transitions.claim_request(forwarded.pk, user=reviewer)
     response = reviewer_client.post(
         f"/api/v1/review/requests/{forwarded.pk}/respond", {"action": "accept"}, format="json"
     )

@@ -12,8 +12,7 @@ from django.contrib.auth.models import User
 from django.db import close_old_connections, connection
 from django.test import Client
 
-from elicitation import flows, services
-from elicitation.exceptions import DomainError
+from elicitation.flows import hosted_flows
 from elicitation.models import (
     Agent,
     AgentEvent,
@@ -23,7 +22,9 @@ from elicitation.models import (
     RequestEvent,
     Status,
 )
-from tests.flows.conftest import flow_path, new_secret, submit
+from elicitation.queue import transitions
+from elicitation.queue.errors import DomainError
+from tests.flows.conftest import claim, new_secret, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,7 +68,7 @@ def test_concurrent_retrieves_hand_the_value_out_exactly_once(
 ) -> None:
     secret = new_secret()
     flow = submitted_flow(open_flow, reviewer, secret)
-    results = run_threads(6, lambda _: flows.retrieve_hosted_flow(flow["id"], agent=flows_agent))
+    results = run_threads(6, lambda _: hosted_flows.retrieve_hosted_flow(flow["id"], agent=flows_agent))
     winners = [r for r in results if isinstance(r, dict)]
     assert winners == [{"api_token": secret}], results
     assert Counter(outcome(r) for r in results) == {"ok": 1, "FlowGone": 5}
@@ -79,16 +80,18 @@ def test_a_double_submission_stores_exactly_one_value(
     open_flow: Callable[..., dict[str, Any]], reviewer: User, flows_agent: Agent
 ) -> None:
     flow = open_flow()
-    flows.bind_reviewer(flow["id"], reviewer)
+    hosted_flows.claim_flow(flow["id"], reviewer)
     values = [new_secret(), new_secret(), new_secret()]
     results = run_threads(
         3,
-        lambda i: flows.complete_hosted_flow(flow["id"], user=reviewer, content={"api_token": values[i]}),
+        lambda i: hosted_flows.complete_hosted_flow(
+            flow["id"], user=reviewer, content={"api_token": values[i]}
+        ),
     )
     assert Counter(outcome(r) for r in results)["ok"] == 1, results
     assert all(isinstance(r, DomainError) for r in results if outcome(r) != "ok")
     winner = values[[outcome(r) for r in results].index("ok")]
-    assert flows.retrieve_hosted_flow(flow["id"], agent=flows_agent) == {"api_token": winner}
+    assert hosted_flows.retrieve_hosted_flow(flow["id"], agent=flows_agent) == {"api_token": winner}
     assert AgentEvent.objects.filter(request_id=flow["requestId"]).count() == 1
 
 
@@ -100,20 +103,20 @@ def test_a_submission_racing_the_end_of_the_request_has_one_outcome(
     rival: str,
 ) -> None:
     flow = open_flow()
-    flows.bind_reviewer(flow["id"], reviewer)
+    hosted_flows.claim_flow(flow["id"], reviewer)
     secret = new_secret()
 
     def work(index: int) -> Any:
         if index == 0:
-            return flows.complete_hosted_flow(flow["id"], user=reviewer, content={"api_token": secret})
+            return hosted_flows.complete_hosted_flow(flow["id"], user=reviewer, content={"api_token": secret})
         if rival == "expire":
-            return services.expire_request(flow["requestId"], actor_user=reviewer)  # a supervisor's expiry
-        return services.withdraw_request(flow["requestId"], agent=flows_agent)
+            return transitions.expire_request(flow["requestId"], actor_user=reviewer)  # a supervisor's expiry
+        return transitions.withdraw_request(flow["requestId"], agent=flows_agent)
 
     results = run_threads(2, work)
     assert Counter(outcome(r) for r in results)["ok"] == 1, results
     request = ElicitationRequest.objects.get(pk=flow["requestId"])
-    row = flows.flow_state(flow["id"])
+    row = hosted_flows.settle_flow(flow["id"])
     events = list(AgentEvent.objects.filter(request_id=flow["requestId"]).values_list("kind", flat=True))
     if outcome(results[0]) == "ok":
         assert (request.status, request.action, row.status) == (
@@ -122,25 +125,25 @@ def test_a_submission_racing_the_end_of_the_request_has_one_outcome(
             FlowStatus.SUBMITTED,
         )
         assert events == ["completed"]
-        assert flows.retrieve_hosted_flow(flow["id"], agent=flows_agent) == {"api_token": secret}
+        assert hosted_flows.retrieve_hosted_flow(flow["id"], agent=flows_agent) == {"api_token": secret}
     else:
         assert request.status in (Status.EXPIRED, Status.WITHDRAWN)
         assert (row.status, row.ciphertext) == (FlowStatus.EXPIRED, None)
         assert events == ["expired" if rival == "expire" else "withdrawn"]
 
 
-def test_two_members_opening_the_flow_at_once_bind_exactly_one(
+def test_two_members_claiming_the_flow_at_once_bind_exactly_one(
     open_flow: Callable[..., dict[str, Any]], make_reviewer: Callable[..., User], queue: Any
 ) -> None:
     flow = open_flow()
     members = [make_reviewer(f"m{i}", queue) for i in range(4)]
 
-    def open_page(index: int) -> int:
+    def claim_on_page(index: int) -> int:
         client = Client()
         client.force_login(members[index], backend="django.contrib.auth.backends.ModelBackend")
-        return client.get(flow_path(flow)).status_code
+        return int(claim(client, flow).status_code)
 
-    results = run_threads(len(members), open_page)
-    assert sorted(results) == [200, 403, 403, 403], results
+    results = run_threads(len(members), claim_on_page)
+    assert sorted(results) == [303, 403, 403, 403], results
     request = ElicitationRequest.objects.get(pk=flow["requestId"])
     assert request.claimed_by in members

@@ -21,8 +21,9 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from elicitation.models import Agent, ElicitationRequest, FlowStatus, HostedFlow, Queue, Scope
-from elicitation.routing import websocket_urlpatterns
+from elicitation.queue import accounts
 from reviewhub.celery import app as celery_app
+from reviewhub.routing import websocket_urlpatterns
 from tests.flows.conftest import FLOW_SCHEMA, new_secret
 from tests.flows.leaks import LeakSearch, WebhookReceiver, model_rows, sqlite_file_bytes, table_rows
 
@@ -228,9 +229,8 @@ async def test_a_submitted_secret_appears_only_in_the_one_retrieve_response(
 
 
 def _create_flows_agent(queue: Queue) -> tuple[Agent, str]:
-    from elicitation import services
 
-    return services.create_agent(
+    return accounts.create_agent(
         "vault-mcp", queue_slugs=[queue.slug], scopes=[Scope.REQUESTS, Scope.FLOWS_SECRETS]
     )
 

@@ -14,7 +14,7 @@ from django.core.signals import got_request_exception
 from django.test import Client, RequestFactory
 from django.views.debug import ExceptionReporter
 
-from elicitation import flows, redaction
+from elicitation.flows import crypto, redaction
 from elicitation.models import FlowStatus, HostedFlow
 from tests.flows.conftest import new_secret, submit
 
@@ -138,7 +138,7 @@ def test_an_error_while_submitting_leaks_nothing_into_error_reports(
     settings.ADMINS = [("Ops", "ops@example.com")]
     flow = open_flow()
     secret = new_secret()
-    monkeypatch.setattr(flows, "current_key", broken_encryption)
+    monkeypatch.setattr(crypto, "current_key", broken_encryption)
     client = Client(raise_request_exception=False)
     client.force_login(reviewer)
     caplog.set_level(logging.DEBUG)

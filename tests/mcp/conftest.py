@@ -24,8 +24,8 @@ import pytest
 from django.contrib.auth.models import User
 from mcp import StdioServerParameters
 
-from elicitation import services
 from elicitation.models import Queue
+from elicitation.queue import accounts
 from reviewhub_client import AsyncReviewHubClient
 from tests.delivery.liveserver import test_database_env
 
@@ -128,14 +128,14 @@ def hub(live_reviewhub: LiveReviewHub, transactional_db: None) -> Hub:
     queue = Queue.objects.create(
         slug=QUEUE, name="MCP review", lease_seconds=60, default_deadline_seconds=600
     )
-    agent, key = services.create_agent("mcp-agent", queue_slugs=[QUEUE])
+    agent, key = accounts.create_agent("mcp-agent", queue_slugs=[QUEUE])
     reviewer = User.objects.create_user("mcp-reviewer")  # token only: no password hashing per test
     queue.members.add(reviewer)
     return Hub(
         url=live_reviewhub.url,
         agent_key=key,
         agent_id=agent.pk,
-        reviewer_token=services.create_reviewer_token(reviewer, "mcp tests"),
+        reviewer_token=accounts.create_reviewer_token(reviewer, "mcp tests"),
         queue=QUEUE,
         server=live_reviewhub,
     )

@@ -14,8 +14,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from elicitation import services
 from elicitation.models import Agent
+from elicitation.queue import accounts
 from tests.mcp.conftest import Hub, ScriptedReviewer, agent_api
 
 pytestmark = [pytest.mark.mcp, pytest.mark.django_db(transaction=True)]
@@ -119,7 +119,7 @@ async def test_list_open_requests_shows_only_open_ones_and_cancel_request_withdr
 
 
 async def test_bad_arguments_and_other_agents_requests_come_back_as_tool_errors(hub: Hub) -> None:
-    _, other_key = await asyncio.to_thread(services.create_agent, "other-agent", queue_slugs=[hub.queue])
+    _, other_key = await asyncio.to_thread(accounts.create_agent, "other-agent", queue_slugs=[hub.queue])
     async with reviewhub_mcp(hub, key=other_key) as other_client:
         theirs = structured(
             await other_client.call_tool(
@@ -157,7 +157,7 @@ async def test_the_endpoint_refuses_missing_and_revoked_keys_and_foreign_hosts(h
     async with httpx.AsyncClient(base_url=hub.url, timeout=10) as http:
         anonymous = await http.post("/mcp/", json=body, headers=headers)
         agent = await asyncio.to_thread(Agent.objects.get, pk=hub.agent_id)
-        await asyncio.to_thread(services.revoke_agent, agent)
+        await asyncio.to_thread(accounts.revoke_agent, agent)
         revoked = await http.post(
             "/mcp/", json=body, headers={**headers, "Authorization": f"Bearer {hub.agent_key}"}
         )

@@ -11,8 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from elicitation import audit, flows, services
-from elicitation.keys import webhook_secret
+from elicitation.flows import hosted_flows
 from elicitation.models import (
     Agent,
     AgentEvent,
@@ -27,6 +26,8 @@ from elicitation.models import (
     Status,
     WebhookDelivery,
 )
+from elicitation.queue import audit, transitions
+from elicitation.queue.keys import webhook_secret
 
 AGENT_KEY = re.compile(r"rh_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}")
 TOKEN_KEY = re.compile(r"rhr_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}")
@@ -233,7 +234,7 @@ def test_the_expire_action_applies_the_queue_outcome_as_the_operator(
 ) -> None:
     open_request = make_request()
     done = make_request()
-    services.withdraw_request(done.pk, agent=done.agent)
+    transitions.withdraw_request(done.pk, agent=done.agent)
 
     response = run_action(admin_client, REQUESTS, "expire_now", [open_request.pk, done.pk])
 
@@ -251,7 +252,7 @@ def test_the_release_action_returns_a_claim_and_names_the_holder(
     admin_client: Client, admin_user: User, make_request, reviewer: User
 ) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
 
     run_action(admin_client, REQUESTS, "release_claims", [request.pk])
 
@@ -310,7 +311,7 @@ def test_request_filters_and_search(admin_client: Client, make_request, queue, a
 
 def test_filter_by_status_excludes_other_statuses(admin_client: Client, make_request, agent) -> None:
     withdrawn = make_request(message="gone")
-    services.withdraw_request(withdrawn.pk, agent=agent)
+    transitions.withdraw_request(withdrawn.pk, agent=agent)
     pending = make_request()
     page = admin_client.get(REQUESTS + "?status__exact=pending").content.decode()
     assert str(pending.pk)[:8] in page
@@ -336,7 +337,7 @@ def test_audit_export_buttons_respect_the_filters_and_round_trip(
     admin_client: Client, make_request, reviewer: User
 ) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     make_request()
     page = admin_client.get(EVENTS).content.decode()
     assert "export.csv" in page and "export.jsonl" in page
@@ -359,7 +360,7 @@ def test_audit_export_action_on_selected_rows(admin_client: Client, make_request
 
 def test_the_verify_button_reports_a_broken_chain(admin_client: Client, make_request, reviewer) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     ok = admin_client.get(f"{EVENTS}verify/", follow=True).content.decode()
     assert "Audit chain intact" in ok
 
@@ -391,7 +392,7 @@ def test_replaying_a_dead_letter_delivers_it_again(
     django_capture_on_commit_callbacks,
     eager_celery,
 ) -> None:
-    from elicitation import webhooks
+    from elicitation.delivery import webhooks
 
     request = make_request(callback_url="https://agent.example/hook")
     posts: list[str] = []
@@ -402,9 +403,9 @@ def test_replaying_a_dead_letter_delivers_it_again(
         return answers[-1]
 
     monkeypatch.setattr(webhooks, "post_event", fake_post)
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     with django_capture_on_commit_callbacks(execute=True):
-        services.respond(request.pk, user=reviewer, action="decline")
+        transitions.respond(request.pk, user=reviewer, action="decline")
     delivery = WebhookDelivery.objects.get()
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
         status=DeliveryStatus.DEAD, attempts=8, last_error="HTTP 503", next_attempt_at=None
@@ -435,7 +436,7 @@ def secrets_everywhere(admin_client: Client, queue: Queue, reviewer: User, setti
         "/admin/elicitation/reviewertoken/add/", {"user": reviewer.pk, "name": "t"}
     )
     [token_key] = TOKEN_KEY.findall(token_page.content.decode())
-    flow, _ = flows.create_hosted_flow(
+    flow, _ = hosted_flows.create_hosted_flow(
         agent=agent,
         queue_slug=queue.slug,
         message="Registry token please",
@@ -445,9 +446,9 @@ def secrets_everywhere(admin_client: Client, queue: Queue, reviewer: User, setti
             "required": ["api_token"],
         },
     )
-    services.claim_request(flow.request_id, user=reviewer)
+    transitions.claim_request(flow.request_id, user=reviewer)
     secret_value = "S3cr3t-do-not-show-4d1c9a"
-    flows.complete_hosted_flow(flow.pk, user=reviewer, content={"api_token": secret_value})
+    hosted_flows.complete_hosted_flow(flow.pk, user=reviewer, content={"api_token": secret_value})
     flow = HostedFlow.objects.get(pk=flow.pk)
     assert flow.ciphertext
     return {

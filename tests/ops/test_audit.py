@@ -7,20 +7,20 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import ProtectedError
 
-from elicitation import audit, services
 from elicitation.models import ElicitationRequest, RequestEvent
+from elicitation.queue import audit, transitions
 
 
 @pytest.fixture
 def history(make_request, reviewer, clock) -> ElicitationRequest:
     """A request with a six-row chain (created, claimed, viewed, released, claimed, completed), and another."""
     request = make_request(message='Approve "=HYPERLINK(evil)", café?')
-    services.claim_request(request.pk, user=reviewer)
-    services.record_view(request, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
+    audit.record_view(request, user=reviewer)
     clock.advance(seconds=5)
-    services.release_claim(request.pk, user=reviewer)
-    services.claim_request(request.pk, user=reviewer)
-    services.respond(request.pk, user=reviewer, action="decline")
+    transitions.release_claim(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
+    transitions.respond(request.pk, user=reviewer, action="decline")
     make_request()  # a second, untouched chain
     return request
 
@@ -67,7 +67,7 @@ def test_an_edited_row_is_reported_with_its_id(history) -> None:
 def test_an_edit_with_a_recomputed_hash_is_caught_by_the_next_row(history) -> None:
     row = history.events.get(kind="viewed")
     row.actor_user = None
-    row.hash = services.audit_row_hash(row)
+    row.hash = audit.audit_row_hash(row)
     row.save()
     following = history.events.filter(pk__gt=row.pk).order_by("id").first()
 
@@ -148,7 +148,7 @@ def test_csv_and_jsonl_exports_read_back_to_the_database_rows(history) -> None:
 
 def test_the_csv_export_cannot_smuggle_spreadsheet_formulas(make_request, agent) -> None:
     request = make_request()
-    services.record_event(request, "=cmd|' /C calc'!A0", actor_agent=agent)
+    audit.record_event(request, "=cmd|' /C calc'!A0", actor_agent=agent)
     text = _export("csv")
     assert "\n=cmd" not in text and ",=cmd" not in text
     assert audit.read_csv(text)[-1]["kind"] == "=cmd|' /C calc'!A0"

@@ -7,8 +7,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from elicitation import charts, services
 from elicitation.models import ElicitationRequest
+from elicitation.ops import charts
+from elicitation.queue import transitions
 
 SVG = re.compile(r'<svg class="chart[^"]*"[^>]*role="img"')
 
@@ -35,14 +36,14 @@ def history(make_request, reviewer, agent, clock) -> None:
     for action in ("accept", "decline"):
         request = make_request_now()
         clock.advance(seconds=40)
-        services.claim_request(request.pk, user=reviewer)
+        transitions.claim_request(request.pk, user=reviewer)
         clock.advance(seconds=60)
         content = {"approve": True} if action == "accept" else None
-        services.respond(request.pk, user=reviewer, action=action, content=content)
-    services.withdraw_request(make_request_now().pk, agent=agent)
+        transitions.respond(request.pk, user=reviewer, action=action, content=content)
+    transitions.withdraw_request(make_request_now().pk, agent=agent)
     make_request_now(expires_in=5)
     clock.advance(seconds=10)
-    services.expire_overdue_requests()
+    transitions.expire_overdue_requests()
     make_request_now()
     clock.advance(seconds=1)
 

@@ -8,9 +8,10 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from elicitation import events, services
-from elicitation.exceptions import InvalidTransition
+from elicitation.delivery import pushes
 from elicitation.models import AgentEvent, ExpiryOutcome, Queue, RequestEvent, Status
+from elicitation.queue import transitions
+from elicitation.queue.errors import InvalidTransition
 
 
 def _agent_told(request) -> list[AgentEvent]:
@@ -35,10 +36,10 @@ def test_overdue_request_expires_with_the_queue_outcome_and_the_agent_is_told(
     queue.save()
     request = make_request(expires_in=30)
     clock.advance(seconds=29)
-    assert services.expire_overdue_requests() == 0
+    assert transitions.expire_overdue_requests() == 0
 
     clock.advance(seconds=1)
-    assert services.expire_overdue_requests() == 1
+    assert transitions.expire_overdue_requests() == 1
 
     request.refresh_from_db()
     assert (request.status, request.action, request.closed_at) == (Status.EXPIRED, outcome, clock.current)
@@ -60,12 +61,12 @@ def test_the_agent_socket_group_hears_of_the_expiry_at_once(
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(events.agent_group(agent.pk), channel)
+    async_to_sync(layer.group_add)(pushes.agent_group(agent.pk), channel)
     request = make_request(expires_in=10)
     clock.advance(seconds=11)
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.expire_overdue_requests()
+        transitions.expire_overdue_requests()
 
     message = async_to_sync(asyncio.wait_for)(layer.receive(channel), timeout=2)
     assert message["type"] == "agent.event"
@@ -77,10 +78,10 @@ def test_a_claimed_request_past_its_deadline_expires_and_the_claim_is_cleared(
     make_request, reviewer, clock
 ) -> None:
     request = make_request(expires_in=30)
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     clock.advance(seconds=31)
 
-    services.expire_overdue_requests()
+    transitions.expire_overdue_requests()
 
     request.refresh_from_db()
     assert (request.status, request.claimed_by, request.lease_expires_at) == (Status.EXPIRED, None, None)
@@ -90,10 +91,10 @@ def test_expiry_sweep_twice_changes_nothing_the_second_time(make_request, clock)
     for _ in range(3):
         make_request(expires_in=5)
     clock.advance(seconds=6)
-    assert services.expire_overdue_requests() == 3
+    assert transitions.expire_overdue_requests() == 3
     audit_rows, outbox_rows = RequestEvent.objects.count(), AgentEvent.objects.count()
 
-    assert services.expire_overdue_requests() == 0
+    assert transitions.expire_overdue_requests() == 0
     assert (RequestEvent.objects.count(), AgentEvent.objects.count()) == (audit_rows, outbox_rows)
 
 
@@ -110,10 +111,10 @@ def test_escalation_moves_the_request_with_a_new_deadline_and_tells_the_agent_no
     make_request, reviewer, escalating, clock
 ) -> None:
     request = make_request(expires_in=30)
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     clock.advance(seconds=31)
 
-    assert services.expire_overdue_requests() == 1
+    assert transitions.expire_overdue_requests() == 1
 
     request.refresh_from_db()
     assert request.queue == escalating
@@ -123,7 +124,7 @@ def test_escalation_moves_the_request_with_a_new_deadline_and_tells_the_agent_no
     escalated = request.events.get(kind="escalated")
     assert escalated.detail == {"from_queue": "payments", "to_queue": "seniors"}
     # A second sweep at the same moment neither escalates again nor expires it.
-    assert services.expire_overdue_requests() == 0
+    assert transitions.expire_overdue_requests() == 0
 
 
 def test_an_escalated_request_gets_the_final_outcome_of_its_new_queue(
@@ -133,12 +134,12 @@ def test_an_escalated_request_gets_the_final_outcome_of_its_new_queue(
     escalating.save()
     request = make_request(expires_in=30)
     clock.advance(seconds=31)
-    services.expire_overdue_requests()
+    transitions.expire_overdue_requests()
     clock.advance(seconds=1199)
-    assert services.expire_overdue_requests() == 0
+    assert transitions.expire_overdue_requests() == 0
 
     clock.advance(seconds=1)
-    assert services.expire_overdue_requests() == 1
+    assert transitions.expire_overdue_requests() == 1
 
     request.refresh_from_db()
     assert (request.status, request.action) == (Status.EXPIRED, "decline")
@@ -155,9 +156,9 @@ def test_an_escalation_cycle_still_ends_with_an_answer_to_the_agent(
     request = make_request(expires_in=30)
 
     clock.advance(seconds=31)
-    services.expire_overdue_requests()  # payments -> seniors
+    transitions.expire_overdue_requests()  # payments -> seniors
     clock.advance(seconds=1201)
-    services.expire_overdue_requests()  # seniors would go back to payments: it has been there, so it ends
+    transitions.expire_overdue_requests()  # seniors would go back to payments: it has been there, so it ends
 
     request.refresh_from_db()
     assert (request.status, request.action, request.queue) == (Status.EXPIRED, "cancel", escalating)
@@ -168,17 +169,17 @@ def test_answering_after_the_deadline_is_refused_and_the_agent_gets_the_expiry(
     make_request, reviewer, clock
 ) -> None:
     request = make_request(expires_in=30)
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     clock.advance(seconds=31)
 
     with pytest.raises(InvalidTransition) as refused:
-        services.respond(request.pk, user=reviewer, action="decline")
+        transitions.respond(request.pk, user=reviewer, action="decline")
 
     assert refused.value.current_status == Status.EXPIRED
     assert [e.kind for e in _agent_told(request)] == ["expired"]
 
 
-def test_the_agent_reading_an_overdue_request_sees_it_expired_before_any_sweep(
+def test_the_agent_reading_an_overdue_request_before_any_sweep_sees_it_overdue_and_nothing_changes(
     make_request, agent_client, clock
 ) -> None:
     request = make_request(expires_in=30)
@@ -186,13 +187,13 @@ def test_the_agent_reading_an_overdue_request_sees_it_expired_before_any_sweep(
 
     body = agent_client.get(f"/api/v1/requests/{request.pk}").json()
 
-    assert body["status"] == "expired"
-    assert body["result"] == {"action": "cancel"}
+    assert (body["status"], body["overdue"], body["result"]) == ("pending", True, None)
+    assert list(RequestEvent.objects.filter(request=request).values_list("kind", flat=True)) == ["created"]
 
 
 def test_admin_expiry_before_the_deadline_is_recorded_with_the_operator(make_request, admin_user) -> None:
     request = make_request()
-    expired = services.expire_request(request.pk, actor_user=admin_user)
+    expired = transitions.expire_request(request.pk, actor_user=admin_user)
     assert expired.status == Status.EXPIRED
     assert expired.events.get(kind="expired").actor_user == admin_user
 
@@ -201,31 +202,31 @@ def test_an_unrenewed_lease_returns_the_request_to_the_queue(
     make_request, reviewer, make_reviewer, queue, clock
 ) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     clock.advance(seconds=queue.lease_seconds - 1)
-    assert services.release_expired_claims() == 0
+    assert transitions.release_expired_claims() == 0
 
     clock.advance(seconds=1)
-    assert services.release_expired_claims() == 1
-    assert services.release_expired_claims() == 0
+    assert transitions.release_expired_claims() == 1
+    assert transitions.release_expired_claims() == 0
 
     request.refresh_from_db()
     assert (request.status, request.claimed_by, request.lease_expires_at) == (Status.PENDING, None, None)
     assert request.events.filter(kind="lease_expired", actor_type="system").count() == 1
     bob = make_reviewer("bob", queue)
-    assert services.claim_next(queue, user=bob).pk == request.pk
+    assert transitions.claim_next(queue, user=bob).pk == request.pk
     # The request kept its place and its deadline: the agent was told nothing.
     assert _agent_told(request) == []
 
 
 def test_a_renewed_lease_is_not_released(make_request, reviewer, queue, clock) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     clock.advance(seconds=queue.lease_seconds - 5)
-    services.renew_claim(request.pk, user=reviewer)
+    transitions.renew_claim(request.pk, user=reviewer)
     clock.advance(seconds=10)
 
-    assert services.release_expired_claims() == 0
+    assert transitions.release_expired_claims() == 0
     request.refresh_from_db()
     assert request.claimed_by == reviewer
 
@@ -257,7 +258,7 @@ def test_concurrent_sweeps_expire_each_request_once(make_request, clock) -> None
     requests = [make_request(expires_in=5) for _ in range(6)]
     clock.advance(seconds=6)
 
-    results = _in_threads(services.expire_overdue_requests)
+    results = _in_threads(transitions.expire_overdue_requests)
 
     assert sum(results) == 6  # the losers of each row's race skipped it
     for request in requests:
@@ -269,7 +270,7 @@ def test_concurrent_sweeps_expire_each_request_once(make_request, clock) -> None
 def test_concurrent_digest_sweeps_send_one_message(make_request, make_reviewer, queue, clock) -> None:
     from django.core import mail
 
-    from elicitation import notifications
+    from elicitation.ops import notifications
 
     queue.priority_threshold = 1
     queue.save()

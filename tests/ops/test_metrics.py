@@ -6,8 +6,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from elicitation import metrics, services
 from elicitation.models import ElicitationRequest, ExpiryOutcome, Queue
+from elicitation.ops import metrics
+from elicitation.queue import transitions
 
 
 @pytest.fixture
@@ -41,9 +42,9 @@ def test_time_to_first_claim_and_completion_per_queue(arrive, reviewer, queue, c
     for wait in (10, 20, 30, 40, 50):
         request = arrive()
         clock.advance(seconds=wait)
-        services.claim_request(request.pk, user=reviewer)
+        transitions.claim_request(request.pk, user=reviewer)
         clock.advance(seconds=wait)
-        services.respond(request.pk, user=reviewer, action="decline")
+        transitions.respond(request.pk, user=reviewer, action="decline")
     arrive()  # never claimed: counts for neither
     period = metrics.Period(start - timedelta(minutes=1), clock.advance(seconds=1))
 
@@ -58,11 +59,11 @@ def test_outcomes_per_queue(arrive, reviewer, agent, queue, other_queue, clock, 
     start = clock.current
     for action in ("accept", "decline", "decline", "cancel"):
         request = arrive()
-        services.claim_request(request.pk, user=reviewer)
+        transitions.claim_request(request.pk, user=reviewer)
         content = {"approve": True} if action == "accept" else None
-        services.respond(request.pk, user=reviewer, action=action, content=content)
-    services.withdraw_request(arrive().pk, agent=agent)
-    services.expire_request(arrive().pk, actor_user=admin_user)
+        transitions.respond(request.pk, user=reviewer, action=action, content=content)
+    transitions.withdraw_request(arrive().pk, agent=agent)
+    transitions.expire_request(arrive().pk, actor_user=admin_user)
     arrive()  # still open: no outcome yet
 
     result = metrics.outcomes([queue, other_queue], metrics.Period(start, clock.advance(seconds=1)))
@@ -85,10 +86,10 @@ def test_breaches_count_system_expiries_and_escalations_out_of_the_queue(
     arrive(expires_in=60)
     arrive(expires_in=60)
     clock.advance(seconds=61)
-    services.expire_overdue_requests()  # two escalations out of payments
+    transitions.expire_overdue_requests()  # two escalations out of payments
     clock.advance(hours=2)
-    services.expire_overdue_requests()  # both expire in seniors
-    services.expire_request(arrive().pk, actor_user=admin_user)  # an operator's decision: no breach
+    transitions.expire_overdue_requests()  # both expire in seniors
+    transitions.expire_request(arrive().pk, actor_user=admin_user)  # an operator's decision: no breach
     period = metrics.Period(start, clock.advance(seconds=1))
 
     assert metrics.breach_counts([queue, escalating], period) == {"payments": 2, "seniors": 2}
@@ -105,8 +106,8 @@ def test_reviewer_throughput_is_busiest_first_by_action(arrive, make_reviewer, q
     for user, actions in ((bob, ["decline"]), (cleo, ["decline", "cancel", "decline"])):
         for action in actions:
             request = arrive()
-            services.claim_request(request.pk, user=user)
-            services.respond(request.pk, user=user, action=action)
+            transitions.claim_request(request.pk, user=user)
+            transitions.respond(request.pk, user=user, action=action)
 
     result = metrics.reviewer_throughput([queue], metrics.Period(start, clock.advance(seconds=1)))
 
@@ -123,14 +124,14 @@ def test_depth_over_time_replays_the_audit_including_escalation(
     clock.current = t0 + timedelta(hours=1)
     first, second = arrive(expires_in=86400), arrive(expires_in=86400)
     clock.current = t0 + timedelta(hours=3)
-    services.claim_request(first.pk, user=reviewer)
-    services.respond(first.pk, user=reviewer, action="decline")
+    transitions.claim_request(first.pk, user=reviewer)
+    transitions.respond(first.pk, user=reviewer, action="decline")
     clock.current = t0 + timedelta(hours=5)
-    services.withdraw_request(second.pk, agent=agent)
+    transitions.withdraw_request(second.pk, agent=agent)
     clock.current = t0 + timedelta(hours=6)
     late = arrive(expires_in=600)
     clock.current = t0 + timedelta(hours=6, minutes=20)
-    services.expire_overdue_requests()  # `late` escalates to seniors
+    transitions.expire_overdue_requests()  # `late` escalates to seniors
     period = metrics.Period(t0 + timedelta(minutes=30), t0 + timedelta(hours=12))
 
     depth = metrics.depth_over_time([queue, escalating], period)
@@ -154,7 +155,7 @@ def test_depth_peaks_catch_a_burst_between_samples(arrive, agent, queue, clock) 
     burst = [arrive() for _ in range(4)]
     clock.current = t0 + timedelta(minutes=2)
     for request in burst:
-        services.withdraw_request(request.pk, agent=agent)
+        transitions.withdraw_request(request.pk, agent=agent)
 
     depth = metrics.depth_over_time([queue], metrics.Period(t0, t0 + timedelta(hours=1)))
 
@@ -164,7 +165,7 @@ def test_depth_peaks_catch_a_burst_between_samples(arrive, agent, queue, clock) 
 
 def test_queues_now(arrive, reviewer, queue, clock) -> None:
     arrive()
-    services.claim_request(arrive().pk, user=reviewer)
+    transitions.claim_request(arrive().pk, user=reviewer)
     arrive(expires_in=5)
     clock.advance(seconds=10)
 
@@ -176,9 +177,9 @@ def test_queues_now(arrive, reviewer, queue, clock) -> None:
 def test_prometheus_exposition(arrive, reviewer, queue, clock) -> None:
     request = arrive()
     clock.advance(seconds=30)
-    services.claim_request(request.pk, user=reviewer)
+    transitions.claim_request(request.pk, user=reviewer)
     clock.advance(seconds=30)
-    services.respond(request.pk, user=reviewer, action="decline")
+    transitions.respond(request.pk, user=reviewer, action="decline")
     arrive()
     clock.advance(seconds=1)
 
@@ -212,7 +213,7 @@ def test_postgresql_percentile_cont_agrees_with_the_python_path(
     for wait in (3, 5, 8, 13, 21, 34, 55):
         request = arrive()
         clock.advance(seconds=wait)
-        services.claim_request(request.pk, user=reviewer)
+        transitions.claim_request(request.pk, user=reviewer)
     period = metrics.Period(start - timedelta(minutes=1), clock.advance(seconds=1))
 
     on_postgres = metrics.time_to_first_claim([queue], period)[queue.pk]

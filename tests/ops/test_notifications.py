@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
-from elicitation import notifications, services, sweeper
 from elicitation.models import Queue, RequestEvent
+from elicitation.ops import notifications, sweeper
+from elicitation.queue import transitions
 
 
 @pytest.fixture
@@ -95,7 +96,7 @@ def test_urgent_requests_handled_within_the_window_are_not_mailed(
     make_request, urgent_queue, reviewer, agent, clock
 ) -> None:
     request = make_request(priority=9)
-    services.withdraw_request(request.pk, agent=agent)
+    transitions.withdraw_request(request.pk, agent=agent)
     clock.advance(seconds=61)
     assert notifications.send_due_digests() == 0
     assert mail.outbox == []
@@ -107,7 +108,7 @@ def test_a_near_deadline_sends_one_warning_for_pending_requests_only(
     # 600 s lifetime: 10 % is 60 s, raised to the 5-minute floor, which is within half the lifetime.
     waiting = make_request(priority=0)
     claimed = make_request(priority=0)
-    services.claim_request(claimed.pk, user=reviewer)
+    transitions.claim_request(claimed.pk, user=reviewer)
     clock.advance(seconds=299)
     assert notifications.send_due_digests() == 0
 

@@ -4,8 +4,8 @@ from io import StringIO
 
 from django.core.management import call_command
 
-from elicitation import audit, clock
 from elicitation.models import ElicitationRequest, RequestEvent, Status
+from elicitation.queue import audit, clock
 
 
 def test_a_short_scenario_leaves_a_consistent_history(db) -> None:

@@ -8,8 +8,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from elicitation import services, sweeper
 from elicitation.models import ElicitationRequest, Status
+from elicitation.ops import sweeper
+from elicitation.queue import transitions
 
 
 async def _wait_for(predicate: Any, timeout: float = 5.0) -> bool:
@@ -26,10 +27,10 @@ async def test_a_started_sweeper_expires_an_overdue_request_and_releases_a_lapse
     make_request, reviewer, clock, monkeypatch
 ) -> None:
     # No Celery anywhere on this path: a sweep that tried to enqueue a task would fail loudly.
-    monkeypatch.setattr("elicitation.tasks.expire_overdue_requests.delay", None)
+    monkeypatch.setattr("elicitation.ops.tasks.expire_overdue_requests.delay", None)
     overdue = await sync_to_async(make_request)(expires_in=5)
     lapsed = await sync_to_async(make_request)()
-    await sync_to_async(services.claim_request)(lapsed.pk, user=reviewer)
+    await sync_to_async(transitions.claim_request)(lapsed.pk, user=reviewer)
     clock.advance(seconds=61)
 
     running = sweeper.Sweeper(interval=0.1).start()
@@ -99,18 +100,12 @@ def test_a_registered_extra_sweep_runs_with_the_others(monkeypatch) -> None:
 def test_a_beat_entry_naming_a_missing_task_is_skipped(settings) -> None:
     settings.CELERY_BEAT_SCHEDULE = {
         **settings.CELERY_BEAT_SCHEDULE,
-        "ghost": {"task": "elicitation.tasks.no_such_task", "schedule": 5.0},
+        "ghost": {"task": "elicitation.ops.tasks.no_such_task", "schedule": 5.0},
     }
     assert "no_such_task" not in sweeper.registered_sweeps()
 
 
-async def test_the_process_sweeper_never_starts_under_tests(settings) -> None:
-    settings.PERIODIC_SWEEPS_IN_PROCESS = True
-    assert sweeper.ensure_started() is None
-
-
-async def test_it_is_off_when_the_setting_is_off(settings, monkeypatch) -> None:
-    monkeypatch.setattr(sweeper, "under_test_harness", lambda: False)
+async def test_it_is_off_when_the_setting_is_off(settings) -> None:
     settings.PERIODIC_SWEEPS_IN_PROCESS = False
     assert sweeper.ensure_started() is None
 
@@ -118,7 +113,6 @@ async def test_it_is_off_when_the_setting_is_off(settings, monkeypatch) -> None:
 async def test_the_asgi_app_starts_it_on_lifespan_startup_and_stops_it_on_shutdown(
     settings, monkeypatch
 ) -> None:
-    monkeypatch.setattr(sweeper, "under_test_harness", lambda: False)
     monkeypatch.setattr(sweeper, "registered_sweeps", lambda: {"noop": lambda: 0})
     settings.PERIODIC_SWEEPS_IN_PROCESS = True
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -148,7 +142,6 @@ async def test_the_asgi_app_starts_it_on_lifespan_startup_and_stops_it_on_shutdo
 
 
 async def test_daphne_without_lifespan_starts_it_with_the_first_connection(settings, monkeypatch) -> None:
-    monkeypatch.setattr(sweeper, "under_test_harness", lambda: False)
     monkeypatch.setattr(sweeper, "registered_sweeps", lambda: {"noop": lambda: 0})
     settings.PERIODIC_SWEEPS_IN_PROCESS = True
     seen: list[str] = []

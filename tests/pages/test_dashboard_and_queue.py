@@ -7,8 +7,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from elicitation import selectors, services, views
 from elicitation.models import ElicitationRequest, Status
+from elicitation.queue import selectors, transitions
+from elicitation.reviewer import views
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +31,7 @@ def test_the_dashboard_lists_only_member_queues_with_their_counts(
     alice = make_reviewer("alice", queue)
     oldest = make_request(priority=1)
     claimed = make_request()
-    services.claim_request(claimed.pk, user=alice)
+    transitions.claim_request(claimed.pk, user=alice)
     make_request(expires_in=30)
     clock.advance(seconds=60)
     response = login(alice).get("/")
@@ -61,8 +62,8 @@ def test_the_queue_lists_open_requests_by_priority_then_age(
     clock.advance(seconds=1)
     new = make_request(message="new")
     closed = make_request(message="closed")
-    services.claim_request(closed.pk, user=reviewer)
-    services.respond(closed.pk, user=reviewer, action="decline")
+    transitions.claim_request(closed.pk, user=reviewer)
+    transitions.respond(closed.pk, user=reviewer, action="decline")
     html = login(reviewer).get(f"/queues/{queue.slug}/").content.decode()
     assert row_ids(html) == [str(urgent.pk), str(old.pk), str(new.pk)]
 
@@ -74,7 +75,7 @@ def test_the_queue_shows_who_holds_a_claim_and_filters_by_status_and_agent(
     bob = make_reviewer("bob", queue)
     pending = make_request()
     held = make_request()
-    services.claim_request(held.pk, user=bob)
+    transitions.claim_request(held.pk, user=bob)
     other_agent, _ = make_agent("other-bot", queue)
     theirs = make_request(agent=other_agent)
     client = login(alice)
@@ -102,7 +103,7 @@ def test_keyset_pages_cover_every_row_once_in_order_and_page_back(
     for index in range(11):
         made.append(make_request(message=f"r{index}", priority=index % 3))
         clock.advance(seconds=1)
-    services.claim_request(made[4].pk, user=reviewer)
+    transitions.claim_request(made[4].pk, user=reviewer)
     expected = [str(r.pk) for r in sorted(made, key=lambda r: (-r.priority, r.created_at))]
     client = login(reviewer)
     seen: list[str] = []
@@ -207,7 +208,7 @@ def test_the_counts_endpoint_serves_members_only(
     alice = make_reviewer("alice", queue)
     make_request()
     claimed = make_request()
-    services.claim_request(claimed.pk, user=alice)
+    transitions.claim_request(claimed.pk, user=alice)
     response = login(alice).get(f"/queues/{queue.slug}/counts")
     assert response.json() == {"pending": "1", "claimed": "1", "overdue": "0"}
     assert login(make_reviewer("mallory", other_queue)).get(f"/queues/{queue.slug}/counts").status_code == 403
@@ -221,7 +222,7 @@ def test_queue_counts_stop_at_the_cap_and_say_so(
     for _ in range(5):
         make_request()
     claimed = make_request()
-    services.claim_request(claimed.pk, user=alice)
+    transitions.claim_request(claimed.pk, user=alice)
 
     counts = selectors.queue_counts(queue)
     page = login(alice).get(f"/queues/{queue.slug}/")

@@ -6,8 +6,8 @@ import pytest
 from django import forms as django_forms
 from django.http import QueryDict
 
-from elicitation import schemas
-from elicitation.forms import (
+from elicitation.queue import schemas
+from elicitation.reviewer.forms import (
     REQUIRED_MESSAGE,
     apply_answer_errors,
     build_answer_form,

@@ -1,11 +1,12 @@
-"""The request page without JavaScript: claims on open, read-only for others, plain form posts for every button."""
+"""The request page without JavaScript: a look claims nothing, Claim claims, read-only for others, plain form posts
+for every button."""
 
 from typing import Any
 
 import pytest
 
-from elicitation import services
 from elicitation.models import DraftState, ElicitationRequest, RequestEvent, Status
+from elicitation.queue import transitions
 
 pytestmark = pytest.mark.django_db
 
@@ -22,6 +23,12 @@ def fresh(request: ElicitationRequest) -> ElicitationRequest:
     return ElicitationRequest.objects.get(pk=request.pk)
 
 
+def claim(client: Any, request: ElicitationRequest) -> Any:
+    """Open the page, then press its Claim button, as a reviewer does before answering."""
+    client.get(page_url(request))
+    return client.post(page_url(request), {"action": "claim"})
+
+
 def answer(client: Any, request: ElicitationRequest, action: str, **fields: Any) -> Any:
     data: dict[str, Any] = {"action": action}
     for key, value in fields.items():
@@ -29,23 +36,38 @@ def answer(client: Any, request: ElicitationRequest, action: str, **fields: Any)
     return client.post(page_url(request), data)
 
 
-def test_opening_an_unclaimed_request_claims_it_and_records_the_view(login, reviewer, make_request) -> None:
+def test_opening_an_unclaimed_request_shows_it_without_claiming_and_records_the_view(
+    login, reviewer, make_request
+) -> None:
     request = make_request()
-    response = login(reviewer).get(page_url(request))
+    client = login(reviewer)
+    response = client.get(page_url(request))
     assert response.status_code == 200
-    assert fresh(request).claimed_by == reviewer
-    assert kinds(request) == ["created", "claimed", "viewed"]
+    assert (fresh(request).status, fresh(request).claimed_by) == (Status.PENDING, None)
+    assert kinds(request) == ["created", "viewed"]
     html = response.content.decode()
+    assert "waiting in the queue. Claim it to answer." in html
+    assert "disabled" in html.split('name="answer-approve"')[1].split(">")[0]
+
+
+def test_the_claim_button_claims_and_the_page_then_answers(login, reviewer, make_request) -> None:
+    request = make_request()
+    client = login(reviewer)
+    response = claim(client, request)
+    assert response.status_code == 302
+    assert fresh(request).claimed_by == reviewer
+    html = client.get(page_url(request)).content.decode()
     assert "You hold this request." in html
     assert 'name="answer-approve"' in html and "disabled" not in html.split('name="answer-approve"')[1][:80]
+    assert kinds(request) == ["created", "viewed", "claimed", "viewed"]
 
 
 def test_reopening_your_own_claim_does_not_claim_again(login, reviewer, make_request) -> None:
     request = make_request()
     client = login(reviewer)
+    claim(client, request)
     client.get(page_url(request))
-    client.get(page_url(request))
-    assert kinds(request) == ["created", "claimed", "viewed", "viewed"]
+    assert kinds(request) == ["created", "viewed", "claimed", "viewed"]
 
 
 def test_a_request_held_by_someone_else_is_read_only_and_says_who_and_since_when(
@@ -54,7 +76,7 @@ def test_a_request_held_by_someone_else_is_read_only_and_says_who_and_since_when
     alice = make_reviewer("alice", queue)
     bob = make_reviewer("bob", queue)
     request = make_request()
-    services.claim_request(request.pk, user=alice)
+    transitions.claim_request(request.pk, user=alice)
     response = login(bob).get(page_url(request))
     html = response.content.decode()
     assert response.status_code == 200
@@ -96,7 +118,7 @@ def test_accept_without_javascript_sends_exactly_the_typed_content(
 ) -> None:
     request = make_request()
     client = login(reviewer)
-    client.get(page_url(request))
+    claim(client, request)
     response = answer(client, request, "accept", approve="on", note=" ship it ")
     assert response.status_code == 302 and response["Location"] == f"/queues/{queue.slug}/"
     done = fresh(request)
@@ -111,7 +133,7 @@ def test_an_unchecked_box_is_answered_false_and_a_skipped_question_is_left_out(
 ) -> None:
     request = make_request()
     client = login(reviewer)
-    client.get(page_url(request))
+    claim(client, request)
     answer(client, request, "accept", note="typed but skipped", skip="note")
     assert fresh(request).result() == {"action": "accept", "content": {"approve": False}}
 
@@ -129,7 +151,7 @@ def test_invalid_answers_come_back_next_to_their_fields_with_what_was_typed(
     }
     request = make_request(requested_schema=schema)
     client = login(reviewer)
-    client.get(page_url(request))
+    claim(client, request)
     response = answer(client, request, "accept", code="abc", count="42")
     html = response.content.decode()
     assert response.status_code == 400
@@ -148,7 +170,7 @@ def test_decline_and_cancel_send_no_content_and_ignore_invalid_answers(
 ) -> None:
     request = make_request()
     client = login(reviewer)
-    client.get(page_url(request))
+    claim(client, request)
     response = answer(client, request, action, note="x" * 500)
     assert response.status_code == 302
     assert fresh(request).result() == {"action": action}
@@ -157,7 +179,7 @@ def test_decline_and_cancel_send_no_content_and_ignore_invalid_answers(
 def test_release_puts_the_request_back_in_the_queue(login, reviewer, make_request, queue) -> None:
     request = make_request()
     client = login(reviewer)
-    client.get(page_url(request))
+    claim(client, request)
     response = answer(client, request, "release")
     assert response["Location"] == f"/queues/{queue.slug}/"
     assert fresh(request).status == Status.PENDING and fresh(request).claimed_by is None
@@ -169,7 +191,7 @@ def test_a_reviewer_who_does_not_hold_the_claim_cannot_answer_by_posting(
     alice = make_reviewer("alice", queue)
     bob = make_reviewer("bob", queue)
     request = make_request()
-    services.claim_request(request.pk, user=alice)
+    transitions.claim_request(request.pk, user=alice)
     for action in ("accept", "decline", "cancel", "release"):
         response = answer(login(bob), request, action, approve="on", note="from bob")
         assert response.status_code == 409, action
@@ -185,7 +207,7 @@ def test_a_supervisor_sees_take_over_and_takes_the_claim_with_an_audit_row(
     alice = make_reviewer("alice", queue)
     carol = make_reviewer("carol", queue, supervisor=True)
     request = make_request()
-    services.claim_request(request.pk, user=alice)
+    transitions.claim_request(request.pk, user=alice)
     client = login(carol)
     assert "Take over" in client.get(page_url(request)).content.decode()
     response = answer(client, request, "takeover")
@@ -201,7 +223,7 @@ def test_a_member_cannot_take_over(login, make_reviewer, make_request, queue) ->
     alice = make_reviewer("alice", queue)
     bob = make_reviewer("bob", queue)
     request = make_request()
-    services.claim_request(request.pk, user=alice)
+    transitions.claim_request(request.pk, user=alice)
     assert answer(login(bob), request, "takeover").status_code == 403
     assert fresh(request).claimed_by == alice
 
@@ -211,9 +233,9 @@ def test_a_lapsed_claim_nobody_took_is_taken_again_when_the_slow_reviewer_answer
 ) -> None:
     request = make_request()
     client = login(reviewer)
-    client.get(page_url(request))
+    claim(client, request)
     clock.advance(seconds=61)
-    assert services.release_expired_claims() == 1
+    assert transitions.release_expired_claims() == 1
     assert answer(client, request, "accept", approve="on").status_code == 302
     assert fresh(request).result() == {"action": "accept", "content": {"approve": True}}
     assert kinds(request)[-3:] == ["lease_expired", "claimed", "completed"]
@@ -228,7 +250,7 @@ def test_a_lapsed_claim_someone_else_took_is_reported_and_the_answer_kept(
     slow = login(alice)
     slow.get(page_url(request))
     clock.advance(seconds=61)
-    services.claim_request(request.pk, user=bob)  # the lease ran out, so bob may take it
+    transitions.claim_request(request.pk, user=bob)  # the lease ran out, so bob may take it
     response = answer(slow, request, "accept", approve="on", note="late")
     html = response.content.decode()
     assert response.status_code == 409
@@ -240,8 +262,8 @@ def test_a_lapsed_claim_someone_else_took_is_reported_and_the_answer_kept(
 def test_a_withdrawn_request_page_says_so_and_takes_no_answers(login, reviewer, make_request, agent) -> None:
     request = make_request()
     client = login(reviewer)
-    client.get(page_url(request))
-    services.withdraw_request(request.pk, agent=agent)
+    claim(client, request)
+    transitions.withdraw_request(request.pk, agent=agent)
     html = client.get(page_url(request)).content.decode()
     assert "The agent withdrew this request" in html
     assert 'data-answer="accept" aria-keyshortcuts="Control+Enter a" disabled' in html
@@ -251,21 +273,29 @@ def test_a_withdrawn_request_page_says_so_and_takes_no_answers(login, reviewer, 
     assert fresh(request).status == Status.WITHDRAWN
 
 
-def test_opening_an_overdue_request_shows_it_expired(login, reviewer, make_request, clock) -> None:
+def test_opening_an_overdue_request_shows_it_overdue_read_only_and_changes_nothing(
+    login, reviewer, make_request, clock
+) -> None:
     request = make_request(expires_in=10)
     clock.advance(seconds=11)
     html = login(reviewer).get(page_url(request)).content.decode()
-    assert fresh(request).status == Status.EXPIRED
+    assert fresh(request).status == Status.PENDING  # the sweeper closes it, not the look
+    assert "The deadline passed; the agent is being sent “cancel”." in html
+    assert 'data-answer="accept" aria-keyshortcuts="Control+Enter a" disabled' in html
+    transitions.expire_overdue_requests()
+    html = login(reviewer).get(page_url(request)).content.decode()
     assert "The deadline passed; the agent was sent “cancel”." in html
 
 
 def test_shared_drafts_prefill_the_form_and_skips_are_ticked(login, reviewer, make_request) -> None:
     request = make_request()
-    services.claim_request(request.pk, user=reviewer)
-    services.save_draft(
+    transitions.claim_request(request.pk, user=reviewer)
+    transitions.save_draft(
         request.pk, user=reviewer, question_id="approve", value=True, state=DraftState.SUBMITTED
     )
-    services.save_draft(request.pk, user=reviewer, question_id="note", value=None, state=DraftState.SKIPPED)
+    transitions.save_draft(
+        request.pk, user=reviewer, question_id="note", value=None, state=DraftState.SKIPPED
+    )
     html = login(reviewer).get(page_url(request)).content.decode()
     assert (
         'name="answer-approve" data-question="approve" data-kind="boolean" id="id_answer-approve" checked'
@@ -312,7 +342,9 @@ def test_an_external_url_is_shown_in_full_with_its_domain_and_warnings(
     login, reviewer, make_request, url: str, host: str, warnings: list[str]
 ) -> None:
     request = url_request(make_request, url)
-    html = login(reviewer).get(page_url(request)).content.decode()
+    client = login(reviewer)
+    claim(client, request)
+    html = client.get(page_url(request)).content.decode()
     assert f'<mark class="url-host" id="url-host">{host}</mark>' in html
     assert f'href="{url}" target="_blank" rel="noopener noreferrer"' in html
     assert html.count("data-url-warning") == len(warnings)
@@ -333,7 +365,7 @@ def test_a_url_request_is_marked_done_declined_or_cancelled_without_content(
     done = url_request(make_request, "https://accounts.example.com/")
     client = login(reviewer)
     client.get(page_url(done))
-    services.report_url_flow_complete(agent, request_id=done.pk)
+    transitions.report_url_flow_complete(agent, request_id=done.pk)
     assert "The agent reports the flow is complete." in client.get(page_url(done)).content.decode()
     assert answer(client, done, "accept").status_code == 302
     assert fresh(done).result() == {"action": "accept"}
@@ -346,7 +378,7 @@ def test_a_url_request_is_marked_done_declined_or_cancelled_without_content(
 def test_unknown_actions_are_refused(login, reviewer, make_request) -> None:
     request = make_request()
     client = login(reviewer)
-    client.get(page_url(request))
+    claim(client, request)
     assert answer(client, request, "explode").status_code == 400
     assert fresh(request).status == Status.CLAIMED
 
@@ -355,7 +387,7 @@ def test_claiming_a_request_someone_else_holds_is_refused(login, make_reviewer, 
     alice = make_reviewer("alice", queue)
     bob = make_reviewer("bob", queue)
     request = make_request()
-    services.claim_request(request.pk, user=alice)
+    transitions.claim_request(request.pk, user=alice)
     response = answer(login(bob), request, "claim")
     assert response.status_code == 409
     assert "That did not work: alice holds this request now." in response.content.decode()

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from elicitation import services
 from elicitation.models import DraftState, ElicitationRequest, Queue
+from elicitation.queue import transitions
 from reviewhub.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,7 +64,7 @@ async def test_claims_and_withdrawals_reach_the_queue_and_request_sockets(
     request = await sync_to_async(make_request)()
     _, _, queue_socket = await connect(f"/ws/queues/{queue.slug}/", alice)
     _, _, request_socket = await connect(f"/ws/requests/{request.pk}/", alice)
-    await sync_to_async(services.claim_request)(request.pk, user=bob)
+    await sync_to_async(transitions.claim_request)(request.pk, user=bob)
     for socket, kind in ((queue_socket, "queue.update"), (request_socket, "request.update")):
         message = await socket.receive_json_from(timeout=2)
         assert (message["type"], message["kind"], message["request"]["claimed_by"]) == (
@@ -72,7 +72,7 @@ async def test_claims_and_withdrawals_reach_the_queue_and_request_sockets(
             "claimed",
             "bob",
         )
-    await sync_to_async(services.withdraw_request)(request.pk, agent=agent)
+    await sync_to_async(transitions.withdraw_request)(request.pk, agent=agent)
     for socket in (queue_socket, request_socket):
         message = await socket.receive_json_from(timeout=2)
         assert (message["kind"], message["request"]["status"]) == ("withdrawn", "withdrawn")
@@ -84,9 +84,9 @@ async def test_drafts_are_relayed_to_everyone_viewing_the_request(
     alice = await sync_to_async(make_reviewer)("alice", queue)
     bob = await sync_to_async(make_reviewer)("bob", queue)
     request = await sync_to_async(make_request)()
-    await sync_to_async(services.claim_request)(request.pk, user=alice)
+    await sync_to_async(transitions.claim_request)(request.pk, user=alice)
     _, _, watcher = await connect(f"/ws/requests/{request.pk}/", bob)
-    await sync_to_async(services.save_draft)(
+    await sync_to_async(transitions.save_draft)(
         request.pk, user=alice, question_id="note", value="hello", state=DraftState.DRAFT
     )
     message = await watcher.receive_json_from(timeout=2)

@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
-from elicitation import services
 from elicitation.models import Agent, Queue, Scope
+from elicitation.queue import accounts, transitions
 from reviewhub.asgi import application
 from tests.conftest import FORM_SCHEMA
 
@@ -35,16 +35,16 @@ def fuzz_data(settings: Any) -> None:
     settings.AGENT_RATE = "off"
     settings.REVIEWER_RATE = "off"
     queue = Queue.objects.create(slug="payments", name="Payments", lease_seconds=60)
-    _, CREDENTIALS.agent_key = services.create_agent(
+    _, CREDENTIALS.agent_key = accounts.create_agent(
         "agent-a", queue_slugs=[queue.slug], scopes=[Scope.REQUESTS, Scope.FLOWS_SECRETS]
     )
     reviewer = User.objects.create(username="alice")  # no password: hashing one costs a second per test
     queue.members.add(reviewer)
     queue.supervisors.add(reviewer)
-    CREDENTIALS.reviewer_token = services.create_reviewer_token(reviewer, name="fuzz")
+    CREDENTIALS.reviewer_token = accounts.create_reviewer_token(reviewer, name="fuzz")
     agent = Agent.objects.get(name="agent-a")
     for _ in range(3):
-        services.create_request(
+        transitions.create_request(
             agent=agent, queue_slug=queue.slug, message="Approve?", mode="form", requested_schema=FORM_SCHEMA
         )
 

@@ -18,8 +18,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from elicitation import flows, services
+from elicitation.flows import hosted_flows
 from elicitation.models import Agent, ElicitationRequest, HostedFlow, Queue, Scope
+from elicitation.queue import accounts, transitions
 from tests.conftest import FORM_SCHEMA
 
 ACTORS = ("anonymous", "agent_a", "agent_b", "reviewer_in", "reviewer_out", "supervisor", "staff")
@@ -39,15 +40,15 @@ class World:
     flow: HostedFlow  # agent A's hosted flow in `queue`
 
     def claim_as(self, actor: str) -> None:
-        services.claim_request(self.request.pk, user=self.users[actor])
+        transitions.claim_request(self.request.pk, user=self.users[actor])
 
 
 def build_world() -> World:
     queue = Queue.objects.create(slug="payments", name="Payments", lease_seconds=60)
     other_queue = Queue.objects.create(slug="other", name="Other")
     scopes = [Scope.REQUESTS, Scope.FLOWS_SECRETS]
-    agent_a, key_a = services.create_agent("agent-a", queue_slugs=[queue.slug], scopes=scopes)
-    agent_b, key_b = services.create_agent("agent-b", queue_slugs=[queue.slug], scopes=scopes)
+    agent_a, key_a = accounts.create_agent("agent-a", queue_slugs=[queue.slug], scopes=scopes)
+    agent_b, key_b = accounts.create_agent("agent-b", queue_slugs=[queue.slug], scopes=scopes)
     # No passwords: sessions come from force_login, and hashing would cost a second per cell.
     users = {
         "reviewer_in": User.objects.create(username="in"),
@@ -58,10 +59,10 @@ def build_world() -> World:
     queue.members.add(users["reviewer_in"], users["supervisor"])
     queue.supervisors.add(users["supervisor"])
     other_queue.members.add(users["reviewer_out"])
-    request, _ = services.create_request(
+    request, _ = transitions.create_request(
         agent=agent_a, queue_slug=queue.slug, message="Approve?", mode="form", requested_schema=FORM_SCHEMA
     )
-    flow, _ = flows.create_hosted_flow(
+    flow, _ = hosted_flows.create_hosted_flow(
         agent=agent_a,
         queue_slug=queue.slug,
         message="Your card number",
@@ -378,7 +379,7 @@ def test_the_admin_lets_only_staff_in(actor: str) -> None:
 
 
 def test_every_endpoint_has_a_row() -> None:
-    from elicitation.routing import websocket_urlpatterns
+    from reviewhub.routing import websocket_urlpatterns
 
     routes = walk(get_resolver().url_patterns)
     with_rows = {row.name for row in HTTP_ROWS}

@@ -16,9 +16,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.test.utils import override_settings
 
-from elicitation import keys
 from elicitation.api.authentication import agent_for_key
 from elicitation.models import Agent, Queue
+from elicitation.queue import accounts, keys
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ENV = {
@@ -267,10 +267,9 @@ def test_a_revoked_reviewer_token_is_refused(reviewer: User, queue: Queue) -> No
     from django.utils import timezone
     from rest_framework.test import APIClient
 
-    from elicitation import services
     from elicitation.models import ReviewerToken
 
-    token = services.create_reviewer_token(reviewer, name="script")
+    token = accounts.create_reviewer_token(reviewer, name="script")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     assert client.get("/api/v1/review/queues").status_code == 200
@@ -288,7 +287,7 @@ def test_an_unexpected_error_is_a_bare_500_without_internals(
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("secret internals: /srv/reviewhub/settings.py SECRET_KEY=abc")
 
-    monkeypatch.setattr("elicitation.selectors.agent_requests", explode)
+    monkeypatch.setattr("elicitation.queue.selectors.agent_requests", explode)
     agent_client.raise_request_exception = False
 
     response = agent_client.get("/api/v1/requests")

@@ -7,8 +7,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from elicitation import services, throttling
+from elicitation.api import throttling
 from elicitation.models import Agent, Queue
+from elicitation.queue import accounts
 from tests.conftest import FORM_SCHEMA, Clock
 
 
@@ -19,7 +20,7 @@ def agent_client(key: str) -> APIClient:
 
 
 def token_client(user: User) -> APIClient:
-    token = services.create_reviewer_token(user, name="script")
+    token = accounts.create_reviewer_token(user, name="script")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client

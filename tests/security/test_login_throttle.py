@@ -165,7 +165,7 @@ def test_the_lock_fails_open_when_the_cache_is_down(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("redis is restarting")
 
-    monkeypatch.setattr("elicitation.login_throttle.cache.get", broken)
+    monkeypatch.setattr("elicitation.reviewer.login_throttle.cache.get", broken)
 
     assert sign_in(client, "right-password-1").status_code == 302
 

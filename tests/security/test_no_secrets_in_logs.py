@@ -11,9 +11,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from elicitation import services
+from elicitation.flows.redaction import RedactSecretsFilter
 from elicitation.models import Queue
-from elicitation.redaction import RedactSecretsFilter
+from elicitation.queue import accounts
 from reviewhub.asgi import application
 from tests.conftest import FORM_SCHEMA
 
@@ -85,10 +85,10 @@ def test_a_full_flow_logs_no_credential_at_any_level(
     captured: tuple[Capture, Capture], queue: Queue, settings: Any
 ) -> None:
     settings.ALLOWED_HOSTS = ["testserver"]
-    _agent, agent_key = services.create_agent("agent-a", queue_slugs=[queue.slug])
+    _agent, agent_key = accounts.create_agent("agent-a", queue_slugs=[queue.slug])
     user = User.objects.create_user("alice", password="alice-password-123")
     queue.members.add(user)
-    reviewer_token = services.create_reviewer_token(user, name="script")
+    reviewer_token = accounts.create_reviewer_token(user, name="script")
 
     agent_api = APIClient()
     agent_api.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_key}")
@@ -112,7 +112,8 @@ def test_a_full_flow_logs_no_credential_at_any_level(
     signed_in = browser.post("/accounts/login/", {"username": "alice", "password": "alice-password-123"})
     assert signed_in.status_code == 302
     session_id = browser.cookies["sessionid"].value
-    assert browser.get(f"/requests/{request_id}/").status_code == 200  # opening claims it
+    assert browser.get(f"/requests/{request_id}/").status_code == 200
+    assert browser.post(f"/requests/{request_id}/", {"action": "claim"}).status_code == 302
 
     token_api = APIClient()
     token_api.credentials(HTTP_AUTHORIZATION=f"Bearer {reviewer_token}")

@@ -8,7 +8,7 @@ import jsonschema
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elicitation.schemas import parse_requested_schema, validate_content
+from elicitation.queue.schemas import parse_requested_schema, validate_content
 from tests.test_schemas import PROPERTY_TEST_SETTINGS, answers_for, mcp_schemas
 
 

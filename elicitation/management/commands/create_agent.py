@@ -2,9 +2,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from elicitation import services
-from elicitation.keys import webhook_secret
 from elicitation.models import Agent, Scope
+from elicitation.queue import accounts
+from elicitation.queue.keys import webhook_secret
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"An agent named {options['name']!r} exists; rotate its key in the admin instead."
             )
-        agent, key = services.create_agent(options["name"], queue_slugs=queues, scopes=scopes)
+        agent, key = accounts.create_agent(options["name"], queue_slugs=queues, scopes=scopes)
         self.stdout.write(
             f"Agent {agent.name!r} on queues {', '.join(queues)} with scopes {', '.join(scopes)}."
         )

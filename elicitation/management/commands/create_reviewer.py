@@ -4,7 +4,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from elicitation import services
+from elicitation.queue import accounts
 
 
 class Command(BaseCommand):
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         elif created:
             user.set_unusable_password()
         user.save()
-        queues = services.ensure_queues([s.strip() for s in options["queues"].split(",") if s.strip()])
+        queues = accounts.ensure_queues([s.strip() for s in options["queues"].split(",") if s.strip()])
         for queue in queues:
             queue.members.add(user)
             if options["supervisor"]:
@@ -53,4 +53,4 @@ class Command(BaseCommand):
         )
         if options["token"]:
             self.stdout.write("The token below is shown once; store it now.")
-            self.stdout.write(services.create_reviewer_token(user, "create_reviewer"))
+            self.stdout.write(accounts.create_reviewer_token(user, "create_reviewer"))

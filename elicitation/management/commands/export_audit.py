@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from elicitation import audit
+from elicitation.queue import audit
 
 
 def parse_since(raw: str) -> datetime:

@@ -4,8 +4,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from elicitation import clock, services
 from elicitation.models import Agent, ReviewerToken, Scope
+from elicitation.queue import accounts, clock
 
 DEMO_REVIEWER = "reviewer"
 DEMO_PASSWORD = "reviewer"  # the embedded demo's documented login
@@ -20,7 +20,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         with transaction.atomic():
-            (queue,) = services.ensure_queues(["default"])
+            (queue,) = accounts.ensure_queues(["default"])
             user_model = get_user_model()
             reviewer, created = user_model.objects.get_or_create(
                 username=DEMO_REVIEWER, defaults={"email": "reviewer@localhost"}
@@ -32,17 +32,17 @@ class Command(BaseCommand):
             queue.supervisors.add(reviewer)
             agent = Agent.objects.filter(name=DEMO_AGENT).first()
             if agent is None:
-                agent, key = services.create_agent(
+                agent, key = accounts.create_agent(
                     DEMO_AGENT, queue_slugs=["default"], scopes=[Scope.REQUESTS, Scope.FLOWS_SECRETS]
                 )
             else:
                 # The full key is never stored, so a re-run issues a fresh one (the old one stops working).
                 agent.queues.add(queue)
-                key = services.rotate_agent_key(agent)
+                key = accounts.rotate_agent_key(agent)
             ReviewerToken.objects.filter(user=reviewer, name=DEMO_TOKEN_NAME, revoked_at__isnull=True).update(
                 revoked_at=clock.now()
             )
-            reviewer_token = services.create_reviewer_token(reviewer, DEMO_TOKEN_NAME)
+            reviewer_token = accounts.create_reviewer_token(reviewer, DEMO_TOKEN_NAME)
         self.stdout.write(f"Reviewer login: {DEMO_REVIEWER} / {DEMO_PASSWORD}  (queue: default)")
         self.stdout.write(f"REVIEWER_TOKEN={reviewer_token}")
         self.stdout.write(f"AGENT_KEY={key}")

@@ -22,9 +22,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from elicitation import clock, services
-from elicitation.exceptions import InvalidTransition
 from elicitation.models import Agent, ElicitationRequest, ExpiryOutcome, Queue, Status
+from elicitation.queue import accounts, clock, transitions
+from elicitation.queue.errors import InvalidTransition
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -144,7 +144,7 @@ def busyness(moment: datetime) -> float:
 
 @contextmanager
 def simulated_clock() -> Iterator[Callable[[datetime], None]]:
-    """Point elicitation.clock at a settable time for the duration; restored however the block ends."""
+    """Point elicitation.queue.clock at a settable time for the duration; restored however the block ends."""
     state: dict[str, datetime] = {}
     real = clock.now
     clock.now = lambda: state["now"]  # type: ignore[assignment]
@@ -208,7 +208,7 @@ class Scenario:
         for spec in SPECS:
             agent = Agent.objects.filter(name=spec.agent).first()
             if agent is None:
-                agent, _ = services.create_agent(spec.agent, queue_slugs=[spec.slug])
+                agent, _ = accounts.create_agent(spec.agent, queue_slugs=[spec.slug])
             agent.queues.add(self.queues[spec.slug])
             self.agents[spec.agent] = agent
 
@@ -232,8 +232,8 @@ class Scenario:
             with suppress(InvalidTransition):
                 action()
         set_time(self.end)
-        services.expire_overdue_requests(self.end)
-        services.release_expired_claims(self.end)
+        transitions.expire_overdue_requests(self.end)
+        transitions.release_expired_claims(self.end)
 
     def schedule_arrivals(self, spec: QueueSpec) -> None:
         # Thinning: candidate arrivals at the peak rate, each kept with the hour's relative busyness.
@@ -250,8 +250,8 @@ class Scenario:
         targets = [spec.escalate_to for spec in SPECS if spec.escalate_to]
 
         def sweep() -> None:
-            services.expire_overdue_requests(moment)
-            services.release_expired_claims(moment)
+            transitions.expire_overdue_requests(moment)
+            transitions.release_expired_claims(moment)
             # Escalated requests arrive in their new queue: plan what its reviewers do with them.
             arrived = ElicitationRequest.objects.filter(status=Status.PENDING, queue__slug__in=targets)
             for request_id, slug, deadline in arrived.values_list("pk", "queue__slug", "deadline"):
@@ -269,7 +269,7 @@ class Scenario:
         def arrive() -> None:
             n = next(self.counter)
             priority = self.rng.choices([0, 2, 5, 8, 9], weights=[40, 25, 20, 10, 5])[0]
-            request, _ = services.create_request(
+            request, _ = transitions.create_request(
                 agent=self.agents[spec.agent],
                 queue_slug=spec.slug,
                 message=spec.message.format(amount=self.rng.randint(12, 2400), n=n),
@@ -301,7 +301,7 @@ class Scenario:
 
     def claim(self, spec: QueueSpec, request_id: Any, reviewer: str) -> Callable[[], None]:
         def claim() -> None:
-            request = services.claim_request(request_id, user=self.users[reviewer])
+            request = transitions.claim_request(request_id, user=self.users[reviewer])
             now = clock.now()
             if self.rng.random() < 0.08:
                 # Walks away: the lease lapses, the sweep returns it, someone else picks it up later.
@@ -321,7 +321,7 @@ class Scenario:
 
     def heartbeat(self, request_id: Any, reviewer: str) -> Callable[[], None]:
         def heartbeat() -> None:
-            services.renew_claim(request_id, user=self.users[reviewer])
+            transitions.renew_claim(request_id, user=self.users[reviewer])
 
         return heartbeat
 
@@ -331,17 +331,17 @@ class Scenario:
             if roll < spec.accept:
                 note = self.rng.choice(["", "Checked with the account owner.", "Within policy.", "OK once."])
                 content = {"approve": True, **({"note": note} if note else {})}
-                services.respond(request_id, user=self.users[reviewer], action="accept", content=content)
+                transitions.respond(request_id, user=self.users[reviewer], action="accept", content=content)
             elif roll < spec.accept + spec.decline:
-                services.respond(request_id, user=self.users[reviewer], action="decline")
+                transitions.respond(request_id, user=self.users[reviewer], action="decline")
             else:
-                services.respond(request_id, user=self.users[reviewer], action="cancel")
+                transitions.respond(request_id, user=self.users[reviewer], action="cancel")
 
         return answer
 
     def withdraw(self, request_id: Any, spec: QueueSpec) -> Callable[[], None]:
         def withdraw() -> None:
-            services.withdraw_request(request_id, agent=self.agents[spec.agent])
+            transitions.withdraw_request(request_id, agent=self.agents[spec.agent])
 
         return withdraw
 

@@ -2,8 +2,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from elicitation import audit
 from elicitation.models import RequestEvent
+from elicitation.queue import audit
 
 
 class Command(BaseCommand):

@@ -1,0 +1,33 @@
+/**
+ * ReviewHub's agent API for TypeScript: ask a human reviewer, get an MCP ElicitResult back.
+ *
+ *     const hub = new ReviewHubClient({ baseUrl: "http://127.0.0.1:8000", apiKey: "rh_..." });
+ *     const result = await hub.elicit({ message: "Deploy?", requestedSchema, queue: "default" });
+ *
+ * Browser-safe: only `fetch` and `WebSocket`. The MCP integrations are in `reviewhub-client/mcp`.
+ */
+
+export { ReviewHubClient, DEFAULT_URL } from "./client.js";
+export type { CreateRequestOptions, ElicitOptions, ReviewHubClientOptions, WaitOptions } from "./client.js";
+export {
+  AuthenticationError,
+  ConflictError,
+  NotFoundError,
+  RequestWithdrawn,
+  ReviewHubError,
+  ValidationError,
+  WaitTimeout,
+} from "./errors.js";
+export type { ReviewHubErrorOptions } from "./errors.js";
+export { OPEN_STATUSES, isOpen } from "./models.js";
+export type {
+  AgentEvent,
+  ContentValue,
+  ElicitAction,
+  ElicitResult,
+  ElicitationRequest,
+  EventPage,
+  RequestStatus,
+  RequestedSchema,
+} from "./models.js";
+export type { WebSocketConstructor, WebSocketLike } from "./socket.js";

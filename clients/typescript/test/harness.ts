@@ -1,0 +1,349 @@
+/**
+ * A live ReviewHub for the tests: a daphne process on a free loopback port, on a SQLite database of its own,
+ * made once per run through the management commands (`migrate`, `create_agent`, `create_reviewer --token`),
+ * and a scripted reviewer that answers through the reviewer API. Nothing here mocks ReviewHub.
+ */
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const CLIENT_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+export const REPO = resolve(CLIENT_DIR, "../..");
+export const PYTHON =
+  process.env.RH_PYTHON ?? (existsSync(join(REPO, ".venv/bin/python")) ? join(REPO, ".venv/bin/python") : "python3");
+export const QUEUES = ["default", "socket", "fallback", "restart", "forms", "urls", "cancel", "rounds", "misc"];
+
+export interface Fixture {
+  /** A migrated SQLite database with the agents and the reviewer: copied for each server. */
+  db: string;
+  agentKey: string;
+  otherAgentKey: string;
+  reviewerToken: string;
+}
+
+const SETUP = `
+import io, json, os
+from django.core.management import call_command
+
+call_command("migrate", verbosity=0)
+
+def last_line(*args):
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue().strip().splitlines()[-1]
+
+queues = os.environ["RH_TS_QUEUES"]
+print(json.dumps({
+    "agentKey": last_line("create_agent", "ts-agent", "--queues", queues),
+    "otherAgentKey": last_line("create_agent", "ts-other-agent", "--queues", queues),
+    "reviewerToken": last_line("create_reviewer", "ts-reviewer", "--queues", queues, "--token"),
+}))
+`;
+
+/** The environment of every ReviewHub process: the embedded deployment on one SQLite file, whatever the caller's
+ * environment says about PostgreSQL or Redis. */
+function reviewhubEnv(db: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    DJANGO_SETTINGS_MODULE: "reviewhub.settings",
+    PYTHONUNBUFFERED: "1",
+    DEBUG: "true",
+    SQLITE_PATH: db,
+    DATABASE_URL: "",
+    REDIS_URL: "",
+    PERIODIC_SWEEPS_IN_PROCESS: "false",
+    LOG_LEVEL: "WARNING",
+    // Short rechecks: a lost push or a revocation is found quickly.
+    AGENT_SOCKET_RECHECK_SECONDS: "2",
+    LONG_POLL_RECHECK_SECONDS: "1",
+    ...extra,
+  };
+}
+
+function run(command: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(command, args, { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolvePromise(stdout);
+      else reject(new Error(`${command} ${args.join(" ")} exited ${code}:\n${stderr.slice(-3000)}`));
+    });
+  });
+}
+
+/** Migrate a database and create the test's agents and reviewer (one Python process: Django starts once). */
+export async function prepareFixture(dir: string): Promise<Fixture> {
+  const db = join(dir, "template.sqlite3");
+  const output = await run(
+    PYTHON,
+    ["manage.py", "shell", "-c", SETUP],
+    reviewhubEnv(db, { RH_TS_QUEUES: QUEUES.join(",") }),
+    120_000,
+  );
+  const lines = output.trim().split("\n");
+  return { db, ...(JSON.parse(lines[lines.length - 1] ?? "{}") as Omit<Fixture, "db">) };
+}
+
+let prepared: Promise<Fixture> | null = null;
+
+/** The run's fixture (made by run.ts), or one made now when a test file runs on its own. */
+export function fixture(): Promise<Fixture> {
+  if (prepared === null) {
+    const path = process.env.RH_TS_FIXTURE;
+    prepared = path
+      ? readFile(path, "utf8").then((text) => JSON.parse(text) as Fixture)
+      : mkdtemp(join(tmpdir(), "reviewhub-ts-")).then(prepareFixture);
+  }
+  return prepared;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolvePromise(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolvePromise) => setTimeout(resolvePromise, ms));
+}
+
+/** Poll `check` until it returns something truthy; fail after `timeoutMs`. */
+export async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs = 20_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await delay(50);
+  }
+}
+
+const running = new Set<ChildProcess>();
+// However the test process ends (normally, or stopped by the runner), no daphne outlives it.
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL");
+});
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+  process.once(signal, () => process.exit(128 + (signal === "SIGINT" ? 2 : signal === "SIGHUP" ? 1 : 15)));
+}
+
+/** One daphne process on its own copy of the fixture database. `restart()` keeps the port and the data. */
+export class LiveServer {
+  private process: ChildProcess | null = null;
+  private log = "";
+
+  private constructor(
+    readonly fixture: Fixture,
+    readonly port: number,
+    readonly db: string,
+    private readonly dir: string,
+  ) {}
+
+  static async start(): Promise<LiveServer> {
+    const data = await fixture();
+    const dir = await mkdtemp(join(tmpdir(), "reviewhub-ts-server-"));
+    const db = join(dir, "reviewhub.sqlite3");
+    await copyFile(data.db, db);
+    for (const suffix of ["-wal", "-shm"]) {
+      if (existsSync(data.db + suffix)) await copyFile(data.db + suffix, db + suffix);
+    }
+    const server = new LiveServer(data, await freePort(), db, dir);
+    await server.launch();
+    return server;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  async launch(): Promise<void> {
+    const args = ["-m", "daphne", "-b", "127.0.0.1", "-p", String(this.port), "reviewhub.asgi:application"];
+    const child = spawn(PYTHON, args, { cwd: REPO, env: reviewhubEnv(this.db), stdio: ["ignore", "pipe", "pipe"] });
+    this.process = child;
+    running.add(child);
+    child.once("exit", () => running.delete(child));
+    child.stdout?.on("data", (chunk: Buffer) => (this.log = (this.log + chunk.toString()).slice(-8000)));
+    child.stderr?.on("data", (chunk: Buffer) => (this.log = (this.log + chunk.toString()).slice(-8000)));
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null) throw new Error(`daphne exited early:\n${this.log}`);
+      try {
+        await fetch(`${this.url}/healthz`, { signal: AbortSignal.timeout(1000) });
+        return;
+      } catch {
+        await delay(100);
+      }
+    }
+    await this.kill();
+    throw new Error(`daphne did not start on ${this.port}:\n${this.log}`);
+  }
+
+  /** Die like a crashed process: no graceful shutdown. */
+  async kill(): Promise<void> {
+    await this.end("SIGKILL");
+  }
+
+  async stop(): Promise<void> {
+    await this.end("SIGTERM");
+  }
+
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.launch();
+  }
+
+  async close(): Promise<void> {
+    await this.stop();
+    await rm(this.dir, { recursive: true, force: true });
+  }
+
+  private async end(signal: NodeJS.Signals): Promise<void> {
+    const child = this.process;
+    if (child === null || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolvePromise) => child.once("exit", () => resolvePromise()));
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+export interface ReviewRequest {
+  id: string;
+  status: string;
+  mode: "form" | "url";
+  message: string;
+  url: string;
+  elicitationId: string;
+  requestedSchema: { properties: Record<string, Record<string, unknown>>; required?: string[] } | null;
+  context: Record<string, unknown>;
+  questions: { id: string; kind: string }[];
+}
+
+/** A scripted reviewer: the reviewer API, as the browser pages use it, with a reviewer token. */
+export class Reviewer {
+  constructor(
+    readonly baseUrl: string,
+    private readonly token: string,
+  ) {}
+
+  async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+    const response = await fetch(this.baseUrl + path, {
+      method,
+      headers: { Authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await response.text();
+    return { status: response.status, json: text ? JSON.parse(text) : null };
+  }
+
+  async claimNext(queue: string): Promise<ReviewRequest | null> {
+    const { status, json } = await this.call("POST", `/api/v1/review/queues/${queue}/claim-next`);
+    return status === 200 ? (json as ReviewRequest) : null;
+  }
+
+  /** Wait for the next request in `queue` and claim it. */
+  nextRequest(queue: string, timeoutMs = 20_000): Promise<ReviewRequest> {
+    return eventually(() => this.claimNext(queue), `a request in queue ${queue}`, timeoutMs);
+  }
+
+  async pending(queue: string): Promise<{ id: string; status: string }[]> {
+    const { json } = await this.call("GET", `/api/v1/review/queues/${queue}/requests`);
+    const rows = Array.isArray(json) ? json : ((json as { results?: unknown[] }).results ?? []);
+    return rows as { id: string; status: string }[];
+  }
+
+  async respond(requestId: string, action: string, content?: Record<string, unknown>): Promise<void> {
+    const { status, json } = await this.call("POST", `/api/v1/review/requests/${requestId}/respond`, {
+      action,
+      ...(content === undefined ? {} : { content }),
+    });
+    if (status !== 200) throw new Error(`respond ${requestId}: ${status} ${JSON.stringify(json)}`);
+  }
+
+  /** Claim, then respond. */
+  async answer(requestId: string, action: string, content?: Record<string, unknown>): Promise<void> {
+    const { status, json } = await this.call("POST", `/api/v1/review/requests/${requestId}/claim`);
+    if (status !== 200) throw new Error(`claim ${requestId}: ${status} ${JSON.stringify(json)}`);
+    await this.respond(requestId, action, content);
+  }
+
+  /** Answer every request arriving in `queue` with `decide(request)` until the returned function is called. */
+  answerAll(
+    queue: string,
+    decide: (request: ReviewRequest) => { action: string; content?: Record<string, unknown> } = acceptWithDefaults,
+  ): { seen: ReviewRequest[]; stop: () => Promise<void> } {
+    const seen: ReviewRequest[] = [];
+    let running = true;
+    const loop = (async () => {
+      while (running) {
+        const request = await this.claimNext(queue).catch(() => null);
+        if (request === null) {
+          await delay(50);
+          continue;
+        }
+        seen.push(request);
+        const { action, content } = decide(request);
+        await this.respond(request.id, action, content);
+      }
+    })();
+    return {
+      seen,
+      stop: async () => {
+        running = false;
+        await loop;
+      },
+    };
+  }
+}
+
+/** Accept a request with a valid value for every property of its schema (URL mode: accept, no content). */
+export function acceptWithDefaults(request: ReviewRequest): { action: string; content?: Record<string, unknown> } {
+  if (request.mode === "url" || !request.requestedSchema) return { action: "accept" };
+  const content: Record<string, unknown> = {};
+  for (const [name, property] of Object.entries(request.requestedSchema.properties)) {
+    content[name] = sampleValue(property);
+  }
+  return { action: "accept", content };
+}
+
+function sampleValue(property: Record<string, unknown>): unknown {
+  const options = (list: unknown): unknown[] => (Array.isArray(list) ? list : []);
+  if (property.type === "boolean") return true;
+  if (property.type === "number" || property.type === "integer") return (property.minimum as number | undefined) ?? 1;
+  if (property.type === "array") {
+    const items = (property.items ?? {}) as Record<string, unknown>;
+    const first = options(items.enum)[0] ?? (options(items.anyOf)[0] as { const?: unknown } | undefined)?.const;
+    return [first];
+  }
+  if (options(property.enum).length) return options(property.enum)[0];
+  if (options(property.oneOf).length) return (options(property.oneOf)[0] as { const: unknown }).const;
+  const samples: Record<string, string> = {
+    email: "ops@example.com",
+    uri: "https://example.com/",
+    date: "2026-01-02",
+    "date-time": "2026-01-02T03:04:05Z",
+  };
+  return samples[String(property.format)] ?? "ok";
+}
+
+export async function writeJson(path: string, value: unknown): Promise<void> {
+  await writeFile(path, JSON.stringify(value));
+}

@@ -1,0 +1,160 @@
+"""Per-agent and per-reviewer request rates for the API, counted in the Django cache.
+
+With REDIS_URL set the cache is Redis, so every ASGI process counts into the same window; embedded it is the
+process's memory, which is the whole deployment. Counting is a fixed window with an atomic `incr` (a sliding log
+read-modify-written from several processes would lose hits under load). A fixed window lets a client burst up to
+twice the rate across a window boundary, which is acceptable for abuse protection.
+
+If the cache itself fails (Redis restarting) requests are let through: a rate limit must never turn a Redis
+outage into an API outage.
+"""
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache, caches
+from django.core.cache.backends.redis import RedisCache
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+from elicitation.models import Agent
+from elicitation.queue import clock
+
+logger = logging.getLogger(__name__)
+
+# Every counter key starts with this; the test suite gives each test its own so counts never leak between tests
+# sharing one Redis.
+KEY_NAMESPACE = "rh"
+
+UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+UNITS |= {"d": 86400, "day": 86400}
+RATE_PATTERN = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+?)s?\s*$")
+
+
+@dataclass(frozen=True)
+class Rate:
+    limit: int
+    window_seconds: int
+
+
+def parse_rate(text: str | None) -> Rate | None:
+    """`600/min`, `20/s`, `1000/5min`, `5000/hour`; empty or `off` means no limit. Anything else is an error."""
+    if text is None or text.strip().lower() in {"", "off", "none"}:
+        return None
+    match = RATE_PATTERN.match(text.strip().lower())
+    if match is None or match.group(3) not in UNITS:
+        raise ValueError(
+            f"{text!r} is not a rate; write it as N/second, N/min, N/hour or N/day (e.g. 600/min)."
+        )
+    limit, multiple, unit = int(match.group(1)), int(match.group(2) or 1), match.group(3)
+    if limit < 1 or multiple < 1:
+        raise ValueError(f"{text!r} is not a usable rate: it must allow at least one request per window.")
+    return Rate(limit=limit, window_seconds=multiple * UNITS[unit])
+
+
+def count_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
+    """Count one request in the current window; returns (requests so far in it, seconds until it ends)."""
+    now = clock.now().timestamp()
+    window_start = int(now // rate.window_seconds) * rate.window_seconds
+    key = f"{KEY_NAMESPACE}:rate:{scope}:{ident}:{window_start}"
+    return _increment(key, rate.window_seconds + 5), max(
+        1, math.ceil(window_start + rate.window_seconds - now)
+    )
+
+
+def _increment(key: str, timeout: int) -> int:
+    """Atomically count one hit under `key`, creating it with `timeout` if it is new."""
+    backend = caches["default"]
+    if isinstance(backend, RedisCache):
+        # One round trip instead of Django's three (add; incr = EXISTS + INCRBY): this runs on every API call.
+        # SET NX cannot reset a count another process started; the value is a plain integer, as Django's
+        # Redis cache stores ints, so cache.get() reads it back.
+        full_key = backend.make_and_validate_key(key)
+        with backend._cache.get_client(full_key, write=True).pipeline(transaction=False) as pipe:
+            pipe.set(full_key, 0, ex=timeout, nx=True)
+            pipe.incr(full_key)
+            return int(pipe.execute()[1])
+    # add() is a no-op when the key exists, so concurrent first hits cannot reset each other's count.
+    backend.add(key, 0, timeout=timeout)
+    try:
+        return int(backend.incr(key))
+    except ValueError:  # expired between add and incr
+        backend.set(key, 1, timeout=timeout)
+        return 1
+
+
+def current_count(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
+    """Like count_hit, without counting: for checks made before a long wait."""
+    now = clock.now().timestamp()
+    window_start = int(now // rate.window_seconds) * rate.window_seconds
+    count = cache.get(f"{KEY_NAMESPACE}:rate:{scope}:{ident}:{window_start}", 0)
+    return int(count), max(1, math.ceil(window_start + rate.window_seconds - now))
+
+
+class WindowRateThrottle(BaseThrottle):
+    scope = ""
+    rate_setting = ""
+
+    def __init__(self) -> None:
+        self.retry_after: int | None = None
+
+    def identity(self, request: Request) -> str | None:
+        raise NotImplementedError
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        rate = parse_rate(getattr(settings, self.rate_setting, ""))
+        ident = self.identity(request)
+        if rate is None or ident is None:
+            return True
+        try:
+            count, seconds_left = count_hit(self.scope, ident, rate)
+        except Exception as exc:  # the cache is down: fail open, loudly
+            logger.warning("rate limit cache unavailable (%s); request allowed", type(exc).__name__)
+            return True
+        if count <= rate.limit:
+            return True
+        self.retry_after = seconds_left
+        return False
+
+    def wait(self) -> float | None:
+        return self.retry_after
+
+
+class AgentRateThrottle(WindowRateThrottle):
+    """AGENT_RATE per agent key, across every process."""
+
+    scope = "agent"
+    rate_setting = "AGENT_RATE"
+
+    def identity(self, request: Request) -> str | None:
+        return str(request.auth.pk) if isinstance(request.auth, Agent) else None
+
+
+class ReviewerRateThrottle(WindowRateThrottle):
+    """REVIEWER_RATE per reviewer account, whether it calls with a session or with a token."""
+
+    scope = "reviewer"
+    rate_setting = "REVIEWER_RATE"
+
+    def identity(self, request: Request) -> str | None:
+        user = request.user
+        if user is None or not getattr(user, "is_authenticated", False) or getattr(user, "pk", None) is None:
+            return None
+        return str(user.pk)
+
+
+def agent_retry_after(agent_id: int) -> int | None:
+    """Seconds until an agent that is over its rate may call again, or None: lets a long-poll refuse up front
+    instead of holding the connection only to answer 429 at the end."""
+    rate = parse_rate(getattr(settings, "AGENT_RATE", ""))
+    if rate is None:
+        return None
+    try:
+        count, seconds_left = current_count(AgentRateThrottle.scope, str(agent_id), rate)
+    except Exception:
+        return None
+    return seconds_left if count >= rate.limit else None

@@ -1,0 +1,251 @@
+"""The waiting agent's WebSocket (`/ws/agent/`). The consumer authenticates, joins its agent's group and relays;
+reads go through the core's selectors, and it never writes."""
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+from elicitation.delivery import pushes, tickets
+from elicitation.delivery.waiter_threads import database_call
+from elicitation.models import OPEN_STATUSES, Agent
+from elicitation.queue import selectors
+from elicitation.queue.keys import agent_for_key, scope_bearer_token
+
+logger = logging.getLogger(__name__)
+
+MAX_SUBSCRIBE_IDS = 500
+REPLAY_BATCH = 1000
+CLOSE_UNAUTHORIZED = 4401
+
+
+def agent_from_scope(scope: dict[str, Any]) -> Agent | None:
+    """`Authorization: Bearer <key>` or, for clients that cannot set headers, a single-use `?ticket=`."""
+    token = scope_bearer_token(scope)
+    if token:
+        return agent_for_key(token)
+    return tickets.agent_for_ticket(scope.get("query_string", b"").decode("latin-1"))
+
+
+def subscription_replies(agent_id: int, request_ids: list[str]) -> list[dict[str, Any]]:
+    """What `subscribe` answers for each id, in order: a closed request's closing event (the very message a live
+    push carried), `state` for an open one, `not_found` for a missing id or another agent's (indistinguishable)."""
+    found = selectors.agent_requests_by_id(agent_id, request_ids)
+    closed = [key for key, request in found.items() if request.status not in OPEN_STATUSES]
+    closing = selectors.closing_events(agent_id, closed) if closed else {}
+    replies: list[dict[str, Any]] = []
+    for raw in request_ids:
+        request = found.get(raw)
+        if request is None:
+            replies.append({"type": "error", "code": "not_found", "id": raw, "detail": "No such request."})
+        elif raw in closing:
+            replies.append(closing[raw].payload)
+        else:
+            replies.append({"type": "state", "id": raw, "status": request.status})
+    return replies
+
+
+def closed_state(event: dict[str, Any]) -> dict[str, Any]:
+    """A closed request's state without its cursor: an answer to a subscribe, not a second copy of the event."""
+    state = {"type": "state", "id": event["id"], "status": event["status"]}
+    if "result" in event:
+        state["result"] = event["result"]
+    return state
+
+
+def events_after(agent_id: int, cursor: int) -> list[dict[str, Any]]:
+    return [event.payload for event in selectors.agent_events_after(agent_id, cursor, limit=REPLAY_BATCH)]
+
+
+class AgentWaitConsumer(AsyncJsonWebsocketConsumer):
+    """One socket, many waits (`/ws/agent/`).
+
+    - On connect: `{"type": "hello", "cursor": N}`, N being the agent's latest cursor.
+    - `subscribe {ids}`: answered at once, once per id: the closing event if the request is closed (or, if this
+      socket already sent that event, `state` with the result), else `state`; then the closing event when it
+      happens.
+    - `resume {after}`: every event above `after` in cursor order, then `{"type": "resumed", "cursor": N}`, then
+      live events, gap-free: a push that arrives ahead of a missing one makes the socket read the outbox.
+    - A socket never sends the same event twice, whichever path (push, replay, subscribe, recheck) found it.
+    - Every AGENT_SOCKET_RECHECK_SECONDS it re-reads the outbox for what it waits on (a push lost while Redis
+      restarted) and checks the key: a revoked or rotated-away key closes the socket with 4401.
+    """
+
+    agent_id: int | None = None
+    recheck_task: "asyncio.Task[None] | None" = None
+
+    async def connect(self) -> None:
+        agent = await database_call(agent_from_scope)(self.scope)
+        if agent is None:
+            # Accept, then close: a refused handshake would only tell the client "403", not why.
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        self.key_prefix = agent.key_prefix
+        self.watching: set[str] = set()
+        self.resumed = False
+        self.last_cursor = 0
+        self.sent_ahead: set[int] = set()  # cursors sent out of order (subscribe), not to be sent again
+        self.stream_floor = 0  # the first resume's `after`: the stream has sent (stream_floor, last_cursor]
+        self.lock = asyncio.Lock()
+        await self.channel_layer.group_add(pushes.agent_group(agent.pk), self.channel_name)
+        self.agent_id = agent.pk
+        # A revocation committed between the key check and joining the group was pushed to no one: look again.
+        head = await database_call(selectors.agent_event_head)(agent.pk, agent.key_prefix)
+        await self.accept()
+        if head is None:
+            await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        self.checked_head = head  # what the recheck has seen: it reads the outbox only once this moves
+        await self.send_json({"type": "hello", "cursor": head})
+        self.recheck_task = asyncio.ensure_future(self.recheck_forever())
+
+    async def disconnect(self, code: int) -> None:
+        if self.recheck_task is not None:
+            self.recheck_task.cancel()
+        if self.agent_id is not None:
+            with contextlib.suppress(Exception):  # a Redis outage must not turn a close into an error
+                await self.channel_layer.group_discard(pushes.agent_group(self.agent_id), self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "ping":
+            await self.send_json({"type": "pong"})
+        elif kind == "subscribe":
+            await self.subscribe(content.get("ids"))
+        elif kind == "resume":
+            await self.resume(content.get("after"))
+        else:
+            await self.send_json(
+                {"type": "error", "code": "unknown_type", "detail": "type must be subscribe, resume or ping"}
+            )
+
+    async def subscribe(self, ids: Any) -> None:
+        if not isinstance(ids, list) or not ids or len(ids) > MAX_SUBSCRIBE_IDS:
+            await self.send_json(
+                {
+                    "type": "error",
+                    "code": "invalid",
+                    "detail": f"ids must be a list of 1 to {MAX_SUBSCRIBE_IDS} request ids",
+                }
+            )
+            return
+        assert self.agent_id is not None
+        replies = await database_call(subscription_replies)(self.agent_id, [str(i) for i in ids])
+        async with self.lock:
+            for reply in replies:
+                if reply["type"] == "state":
+                    self.watching.add(reply["id"])
+                    await self.send_json(reply)
+                elif reply["type"] == "error":
+                    await self.send_json(reply)
+                elif not await self.send_out_of_order(reply):
+                    # This socket already sent that event: answer the question without repeating the event.
+                    await self.send_json(closed_state(reply))
+
+    async def resume(self, after: Any) -> None:
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            await self.send_json(
+                {"type": "error", "code": "invalid", "detail": "after must be a non-negative cursor"}
+            )
+            return
+        async with self.lock:
+            # Never backwards on one socket: what it has sent stays sent.
+            if not self.resumed:
+                self.stream_floor = self.last_cursor = after
+            self.last_cursor = max(self.last_cursor, after)
+            self.resumed = True
+            self.sent_ahead = {cursor for cursor in self.sent_ahead if cursor > self.last_cursor}
+            await self.replay()
+            await self.send_json({"type": "resumed", "cursor": self.last_cursor})
+
+    # --- sending; callers hold self.lock ---
+
+    async def send_in_order(self, payload: dict[str, Any]) -> None:
+        """The resumed stream: each cursor once, ascending."""
+        cursor = payload["cursor"]
+        if cursor <= self.last_cursor:
+            return
+        self.last_cursor = cursor
+        self.forget_if_closed(payload)
+        if cursor in self.sent_ahead:
+            self.sent_ahead.discard(cursor)
+            return
+        await self.send_json(payload)
+
+    async def send_out_of_order(self, payload: dict[str, Any]) -> bool:
+        """Send an event found outside the stream, unless this socket sent it already. True if sent."""
+        cursor = payload["cursor"]
+        streamed = self.resumed and self.stream_floor < cursor <= self.last_cursor
+        # At or below the resume point the client holds it already, but a subscribe asks outright: answer it.
+        if streamed or cursor in self.sent_ahead:
+            return False
+        self.sent_ahead.add(cursor)
+        self.forget_if_closed(payload)
+        await self.send_json(payload)
+        return True
+
+    def forget_if_closed(self, payload: dict[str, Any]) -> None:
+        if payload.get("status") not in OPEN_STATUSES:
+            self.watching.discard(payload.get("id", ""))
+
+    async def replay(self) -> None:
+        assert self.agent_id is not None
+        while True:
+            batch = await database_call(events_after)(self.agent_id, self.last_cursor)
+            for payload in batch:
+                await self.send_in_order(payload)
+            if len(batch) < REPLAY_BATCH:
+                return
+
+    # --- channel-layer messages ---
+
+    async def agent_event(self, message: dict[str, Any]) -> None:
+        payload = message["event"]
+        async with self.lock:
+            if self.resumed:
+                if payload["cursor"] > self.last_cursor + 1:
+                    await self.replay()  # an earlier push is missing or late: the outbox has them in order
+                else:
+                    await self.send_in_order(payload)
+            elif payload.get("id") in self.watching:
+                await self.send_out_of_order(payload)
+
+    async def agent_revoked(self, message: dict[str, Any]) -> None:
+        # Key rotation sends this too: a socket opened with the new key stays open.
+        assert self.agent_id is not None
+        if await database_call(selectors.agent_event_head)(self.agent_id, self.key_prefix) is None:
+            await self.close(code=CLOSE_UNAUTHORIZED)
+
+    async def recheck_forever(self) -> None:
+        """The safety net under pushes: a lost push or a lost revocation is caught within one interval.
+
+        One primary-key read per interval: the agent's head cursor, which is None once the key is revoked or
+        rotated away. Only when the head moved (an event was written since the last look) is the outbox read."""
+        assert self.agent_id is not None
+        while True:
+            await asyncio.sleep(settings.AGENT_SOCKET_RECHECK_SECONDS)
+            try:
+                head = await database_call(selectors.agent_event_head)(self.agent_id, self.key_prefix)
+                if head is None:
+                    await self.close(code=CLOSE_UNAUTHORIZED)
+                    return
+                if head == self.checked_head:
+                    continue
+                async with self.lock:
+                    if self.resumed:
+                        if head > self.last_cursor:
+                            await self.replay()
+                    elif self.watching:
+                        replies = await database_call(subscription_replies)(
+                            self.agent_id, sorted(self.watching)
+                        )
+                        for reply in replies:
+                            if reply["type"] not in {"state", "error"}:
+                                await self.send_out_of_order(reply)
+                self.checked_head = head
+            except Exception:
+                logger.warning("agent socket recheck failed; trying again next interval", exc_info=True)

@@ -1,0 +1,260 @@
+"""Long-poll without pinning a thread: the wait is an asyncio wait on the channel layer, rechecking the database
+every few seconds so that a lost push (Redis restarting) delays an answer but never strands it.
+
+Under an ASGI server the wait happens in `LongPollMiddleware`, before Django sees the request: Django runs every
+request in a ThreadSensitiveContext that keeps a thread of its own until the response, so a wait inside a view
+would hold one (idle) thread per waiting agent. The middleware waits on the event loop, then hands Django the
+request without `wait`, which Django answers at once. This is the only long-poll: tests go through it too (a live
+server, or the ASGI application called directly). The database checks of all waiters share a few threads.
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.urls import Resolver404, resolve
+
+from elicitation.delivery import pushes
+from elicitation.delivery.waiter_threads import database_call
+from elicitation.models import OPEN_STATUSES, Agent
+from elicitation.queue import access, selectors
+from elicitation.queue.errors import NotFoundError
+from elicitation.queue.keys import agent_for_key, scope_bearer_token
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DB_RETRY_PAUSE_SECONDS = 0.5
+
+
+async def wait_until(
+    group: str,
+    seconds: float,
+    is_done: Callable[[], Awaitable[bool]],
+    settles: Callable[[Message], bool] = lambda message: False,
+) -> None:
+    """Return when `is_done()` holds or `seconds` pass; wake on any push to `group`. A push for which
+    `settles(message)` holds ends the wait at once: the database read that follows would only confirm it.
+
+    A channel layer that is down (Redis restarting) is not an error here: the wait just polls the database."""
+    layer = get_channel_layer()
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + seconds
+    channel: str | None = None
+    if layer is not None:
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+        except Exception:
+            logger.warning("channel layer unavailable; long-poll on %s falls back to polling", group)
+            channel = None
+    # One receive kept across rechecks: cancelling it (wait_for) would make the Redis layer drop and re-create
+    # the subscription each time, losing any push that lands in between.
+    receiving: asyncio.Future[Any] | None = None
+    try:
+        while not await check_tolerating_blips(is_done):
+            remaining = give_up_at - loop.time()
+            if remaining <= 0:
+                return
+            timeout = min(remaining, settings.LONG_POLL_RECHECK_SECONDS)
+            if layer is None or channel is None:
+                await asyncio.sleep(timeout)
+                continue
+            if receiving is None:
+                receiving = asyncio.ensure_future(layer.receive(channel))
+            done, _ = await asyncio.wait({receiving}, timeout=timeout)
+            if receiving in done:
+                failed = receiving.exception() is not None
+                message = None if failed else receiving.result()
+                receiving = None
+                if failed:
+                    await asyncio.sleep(timeout)  # the layer broke mid-wait: keep polling the database
+                elif message is not None and settles(message):
+                    return
+    finally:
+        if receiving is not None:
+            receiving.cancel()
+        if layer is not None and channel is not None:
+            # In the background: the answer is ready, and the pub/sub layer queues unsubscribes behind one lock
+            # per Redis connection, which would delay it by everyone else's subscribe and unsubscribe.
+            leave_group_later(layer, group, channel)
+
+
+_leaving: set[asyncio.Task[None]] = set()  # strong references until each finishes
+
+
+def leave_group_later(layer: Any, group: str, channel: str) -> None:
+    async def leave() -> None:
+        with contextlib.suppress(Exception):  # the layer may be the thing that failed
+            await layer.group_discard(group, channel)
+
+    task = asyncio.ensure_future(leave())
+    _leaving.add(task)
+    task.add_done_callback(_leaving.discard)
+
+
+async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool:
+    """`is_done()`, retried once after a short pause if the database fails. A waiter that gives up on the first
+    error answers its agent early with a still-open request (the agent then polls again); a database that is
+    really down still fails the second check, and Django's answer reports it (503)."""
+    try:
+        return await is_done()
+    except Exception as exc:
+        logger.warning("long-poll database check failed (%s); retrying once", type(exc).__name__)
+        await asyncio.sleep(DB_RETRY_PAUSE_SECONDS)
+        return await is_done()
+
+
+def request_is_closed(agent_id: int, request_id: Any) -> bool:
+    """Whether the wait is over: the request closed, or it is not the agent's (Django's answer then says 404)."""
+    try:
+        return access.owned_request(agent_id, request_id).status not in OPEN_STATUSES
+    except NotFoundError:
+        return True
+
+
+def agent_has_events_after(agent_id: int, cursor: int) -> bool:
+    return bool(selectors.agent_events_after(agent_id, cursor, limit=1))
+
+
+def closes_the_request(message: Message) -> bool:
+    """A request-page push saying the request left the open statuses (the wait's answer is then ready)."""
+    request = message.get("request") if message.get("type") == "request.update" else None
+    return isinstance(request, dict) and request.get("status") not in (None, *OPEN_STATUSES)
+
+
+async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> None:
+    await wait_until(
+        pushes.request_group(request_id),
+        seconds,
+        lambda: database_call(request_is_closed)(agent_id, request_id),
+        settles=closes_the_request,
+    )
+
+
+async def wait_for_feed(agent_id: int, cursor: int, seconds: float) -> None:
+    await wait_until(
+        pushes.agent_group(agent_id),
+        seconds,
+        lambda: database_call(agent_has_events_after)(agent_id, cursor),
+    )
+
+
+def parse_wait(raw: str | None) -> int:
+    """Seconds to wait (capped); 0 for absent or malformed values, which the DRF view then answers with 400."""
+    try:
+        return selectors.long_poll_cap(int(raw or 0))
+    except ValueError:
+        return 0
+
+
+def parse_cursor(raw: str | None) -> int | None:
+    try:
+        cursor = int(raw or 0)
+    except ValueError:
+        return None
+    return cursor if cursor >= 0 else None
+
+
+# --- the ASGI middleware: wait on the event loop, then let Django answer ---------------------------------------
+
+
+def agent_for_scope(scope: Scope) -> Agent | None:
+    token = scope_bearer_token(scope)
+    return agent_for_key(token) if token and token.startswith("rh_") else None
+
+
+class LongPollMiddleware:
+    """Wraps Django's ASGI app. For `GET /api/v1/requests/<id>?wait=N` and `GET /api/v1/events?wait=N` by a
+    valid agent key, waits here, then passes the request on without `wait`. Anything else passes straight on.
+    The two routes are named by their URL names, so this module never imports the API's views."""
+
+    def __init__(self, app: Any, request_route: str = "api-request", feed_route: str = "api-events") -> None:
+        self.app: ASGIApp = app
+        self.routes = {request_route: "request", feed_route: "feed"}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "GET":
+            await self.app(scope, receive, send)
+            return
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        params = dict(query)
+        seconds = parse_wait(params.get("wait"))
+        target = self.target(scope) if seconds else None
+        if target is None:
+            await self.app(scope, receive, send)
+            return
+        agent = await database_call(agent_for_scope)(scope)
+        if agent is not None:
+            kind, request_id = target
+            if kind == "request":
+                waiting = wait_for_request(agent.pk, request_id, seconds)
+            else:
+                cursor = parse_cursor(params.get("after"))
+                if cursor is None:
+                    await self.app(scope, receive, send)  # Django answers the bad cursor with 400
+                    return
+                waiting = wait_for_feed(agent.pk, cursor, seconds)
+            receive, disconnected = await self.wait_unless_disconnected(waiting, receive)
+            if disconnected:
+                return  # the agent gave up: nobody to answer
+            stripped = urlencode([(key, value) for key, value in query if key != "wait"])
+            scope = {**scope, "query_string": stripped.encode("latin-1")}
+        await self.app(scope, receive, send)
+
+    def target(self, scope: Scope) -> tuple[str, Any] | None:
+        path = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        try:
+            match = resolve(path)
+        except Resolver404:
+            return None
+        kind = self.routes.get(match.url_name or "")
+        if kind is None:
+            return None
+        return kind, match.kwargs.get("request_id")
+
+    @staticmethod
+    async def wait_unless_disconnected(waiting: Awaitable[None], receive: Receive) -> tuple[Receive, bool]:
+        """Run the wait while listening for the client hanging up. Returns a `receive` that replays what was
+        read meanwhile (the empty GET body), and whether the client left."""
+        buffered: list[Message] = []
+        wait_task = asyncio.ensure_future(waiting)
+        listen_task: asyncio.Future[Message] = asyncio.ensure_future(receive())
+        try:
+            while not wait_task.done():
+                racing: set[asyncio.Future[Any]] = {wait_task, listen_task}
+                done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+                if listen_task in done:
+                    message = listen_task.result()
+                    if message["type"] == "http.disconnect":
+                        return receive, True
+                    buffered.append(message)  # the (empty) body: Django reads it later
+                    listen_task = asyncio.ensure_future(receive())
+            if wait_task.exception() is not None:
+                # The database failed mid-wait; Django's answer to the plain read reports it (503).
+                logger.warning("long-poll wait failed: %r", wait_task.exception())
+        finally:
+            wait_task.cancel()
+        pending: list[asyncio.Future[Message]] = [listen_task]
+
+        async def replay() -> Message:
+            if buffered:
+                return buffered.pop(0)
+            if pending:
+                return await pending.pop()
+            return await receive()
+
+        return replay, False

@@ -1,0 +1,475 @@
+"""Operational figures for the dashboard and /metrics: reads only, selectors-style.
+
+Everything is computed with a handful of aggregate queries that run on SQLite and PostgreSQL alike. Percentiles
+use PostgreSQL's `percentile_cont` there, and elsewhere the same linear interpolation in Python over a bounded
+sample (the most recent MAX_SAMPLE requests per queue). Queue depth over time is replayed from the audit trail
+(RequestEvent): the requests open when the period starts, then every created/escalated/closed event in it.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import (
+    Aggregate,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Min,
+    Q,
+    QuerySet,
+)
+
+from elicitation.models import (
+    OPEN_STATUSES,
+    ActorType,
+    DeliveryStatus,
+    ElicitationRequest,
+    Queue,
+    RequestEvent,
+    Status,
+    WebhookDelivery,
+)
+from elicitation.queue import clock
+
+CLOSING_KINDS = ("completed", "expired", "withdrawn")
+BREACH_KINDS = ("expired", "escalated")
+OUTCOMES = ("accept", "decline", "cancel", "expired", "withdrawn")
+OUTCOME_STATUSES = (Status.COMPLETED, Status.EXPIRED, Status.WITHDRAWN)
+MAX_SAMPLE = 5000
+PERIOD_DAYS = (1, 3, 7, 30)
+
+
+# --- periods ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Period:
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def last(cls, days: int, now: datetime | None = None) -> "Period":
+        end = now or clock.now()
+        return cls(end - timedelta(days=days), end)
+
+    @property
+    def length(self) -> timedelta:
+        return self.end - self.start
+
+    def buckets(self) -> tuple[timedelta, list[datetime]]:
+        """Hourly buckets for up to two days, daily beyond; each starts on a whole hour or day (UTC)."""
+        if self.length <= timedelta(days=2):
+            size, first = timedelta(hours=1), self.start.replace(minute=0, second=0, microsecond=0)
+        else:
+            size, first = timedelta(days=1), self.start.replace(hour=0, minute=0, second=0, microsecond=0)
+        starts, moment = [], first
+        while moment < self.end:
+            starts.append(moment)
+            moment += size
+        return size, starts
+
+
+# --- percentiles -----------------------------------------------------------------------------------------------
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
+    """Linear interpolation between closest ranks: what PostgreSQL's percentile_cont computes."""
+    if not sorted_values:
+        return None
+    position = fraction * (len(sorted_values) - 1)
+    lower = int(position)
+    upper = min(lower + 1, len(sorted_values) - 1)
+    return sorted_values[lower] + (sorted_values[upper] - sorted_values[lower]) * (position - lower)
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ordered-set aggregate; `fraction` is a constant from this module, never user input."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+
+    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
+        super().__init__(expression, fraction=float(fraction), output_field=DurationField(), **extra)
+
+
+@dataclass(frozen=True)
+class Latency:
+    p50: float | None  # seconds
+    p90: float | None
+    count: int
+
+
+def _between(start_field: str, end_field: str) -> ExpressionWrapper:
+    return ExpressionWrapper(F(end_field) - F(start_field), output_field=DurationField())
+
+
+def _latency_by_queue(
+    requests: QuerySet[ElicitationRequest], start_field: str, end_field: str
+) -> dict[int, Latency]:
+    if connection.vendor == "postgresql":
+        elapsed = _between(start_field, end_field)
+        rows = requests.values("queue_id").annotate(
+            p50=PercentileCont(elapsed, 0.5), p90=PercentileCont(elapsed, 0.9), n=Count("pk")
+        )
+        return {
+            row["queue_id"]: Latency(
+                row["p50"].total_seconds() if row["p50"] is not None else None,
+                row["p90"].total_seconds() if row["p90"] is not None else None,
+                row["n"],
+            )
+            for row in rows.order_by()
+        }
+    result = {}
+    for queue_id in set(requests.values_list("queue_id", flat=True).order_by().distinct()):
+        sample = (
+            requests.filter(queue_id=queue_id).order_by(f"-{end_field}").values_list(start_field, end_field)
+        )
+        seconds = sorted(max((end - begin).total_seconds(), 0.0) for begin, end in sample[:MAX_SAMPLE])
+        result[queue_id] = Latency(percentile(seconds, 0.5), percentile(seconds, 0.9), len(seconds))
+    return result
+
+
+def time_to_first_claim(queues: Iterable[Queue], period: Period) -> dict[int, Latency]:
+    """From arrival to first claim, for requests that arrived in the period and were claimed."""
+    requests = ElicitationRequest.objects.filter(
+        queue__in=list(queues),
+        created_at__gte=period.start,
+        created_at__lt=period.end,
+        first_claimed_at__isnull=False,
+    )
+    return _latency_by_queue(requests, "created_at", "first_claimed_at")
+
+
+def time_to_completion(queues: Iterable[Queue], period: Period) -> dict[int, Latency]:
+    """From arrival to a reviewer's answer, for requests answered in the period."""
+    requests = ElicitationRequest.objects.filter(
+        queue__in=list(queues), status=Status.COMPLETED, closed_at__gte=period.start, closed_at__lt=period.end
+    )
+    return _latency_by_queue(requests, "created_at", "closed_at")
+
+
+# --- outcomes, breaches, throughput ----------------------------------------------------------------------------
+
+
+def outcome_of(status: str, action: str) -> str:
+    return action if status == Status.COMPLETED else status
+
+
+def outcomes(queues: Iterable[Queue], period: Period | None) -> dict[int, dict[str, int]]:
+    """Closed requests per queue by outcome: accept, decline, cancel (answered), expired, withdrawn."""
+    requests = ElicitationRequest.objects.filter(queue__in=list(queues), status__in=OUTCOME_STATUSES)
+    if period is not None:
+        requests = requests.filter(closed_at__gte=period.start, closed_at__lt=period.end)
+    result: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
+    for row in requests.values("queue_id", "status", "action").annotate(n=Count("pk")).order_by():
+        result[row["queue_id"]][outcome_of(row["status"], row["action"])] += row["n"]
+    return dict(result)
+
+
+def _breach_events(period: Period | None) -> QuerySet[RequestEvent]:
+    # Only the system's expiries are breaches: an operator expiring a request early is a decision, not a miss.
+    events = RequestEvent.objects.filter(kind__in=BREACH_KINDS, actor_type=ActorType.SYSTEM)
+    if period is not None:
+        events = events.filter(at__gte=period.start, at__lt=period.end)
+    return events
+
+
+def breach_counts(queues: Iterable[Queue], period: Period | None = None) -> dict[str, int]:
+    """Deadline breaches per queue slug: expiries in it, and escalations out of it."""
+    slugs = {q.slug for q in queues}
+    counts: dict[str, int] = defaultdict(int)
+    events = _breach_events(period)
+    for row in (
+        events.filter(kind="expired").values("request__queue__slug").annotate(n=Count("pk")).order_by()
+    ):
+        counts[row["request__queue__slug"]] += row["n"]
+    escalated = events.filter(kind="escalated").values("detail__from_queue").annotate(n=Count("pk"))
+    for moved in escalated.order_by():
+        counts[moved["detail__from_queue"]] += moved["n"]
+    return {slug: n for slug, n in counts.items() if slug in slugs}
+
+
+@dataclass
+class Breaches:
+    bucket_starts: list[datetime]
+    bucket_size: timedelta
+    by_queue: dict[str, list[int]] = field(default_factory=dict)
+
+
+def breaches_over_time(queues: Iterable[Queue], period: Period) -> Breaches:
+    size, starts = period.buckets()
+    slugs = sorted(q.slug for q in queues)
+    result = Breaches(starts, size, {slug: [0] * len(starts) for slug in slugs})
+    if not starts:
+        return result
+    rows = _breach_events(period).values_list("at", "kind", "detail", "request__queue__slug")
+    for at, kind, detail, current_slug in rows.iterator():
+        slug = (detail or {}).get("from_queue") if kind == "escalated" else current_slug
+        if slug in result.by_queue:
+            index = min(int((at - starts[0]) / size), len(starts) - 1)
+            result.by_queue[slug][index] += 1
+    return result
+
+
+def reviewer_throughput(
+    queues: Iterable[Queue], period: Period, limit: int = 12
+) -> dict[str, dict[str, int]]:
+    """Answers per reviewer in the period, by action; the busiest `limit` reviewers, busiest first."""
+    rows = (
+        ElicitationRequest.objects.filter(
+            queue__in=list(queues),
+            status=Status.COMPLETED,
+            closed_at__gte=period.start,
+            closed_at__lt=period.end,
+            answered_by__isnull=False,
+        )
+        .values("answered_by__username", "action")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    per: dict[str, dict[str, int]] = defaultdict(lambda: {"accept": 0, "decline": 0, "cancel": 0})
+    for row in rows:
+        per[row["answered_by__username"]][row["action"]] += row["n"]
+    busiest = sorted(per.items(), key=lambda item: (-sum(item[1].values()), item[0]))[:limit]
+    return dict(busiest)
+
+
+# --- queue depth over time -------------------------------------------------------------------------------------
+
+
+DEPTH_INTERVALS = [timedelta(minutes=m) for m in (5, 15, 30, 60, 120, 240, 360, 720, 1440)]
+
+
+@dataclass
+class DepthSeries:
+    times: list[datetime]  # interval boundaries: one more than the values
+    by_queue: dict[str, list[int]]
+
+
+def depth_intervals(period: Period, most: int = 200) -> list[datetime]:
+    """Boundaries of equal intervals on a round grid (5 min to a day) covering the period, at most `most`."""
+    size = next((s for s in DEPTH_INTERVALS if period.length / s <= most), DEPTH_INTERVALS[-1])
+    midnight = period.start.replace(hour=0, minute=0, second=0, microsecond=0)
+    moment = midnight + size * ((period.start - midnight) // size)
+    boundaries = [moment]
+    while moment < period.end:
+        moment += size
+        boundaries.append(moment)
+    return boundaries
+
+
+def depth_over_time(queues: Iterable[Queue], period: Period) -> DepthSeries:
+    """The peak number of open requests (pending or claimed) per queue in each interval of the period.
+
+    Peaks rather than point samples: a burst that came and went between two samples still shows.
+    """
+    slugs = sorted(q.slug for q in queues)
+    slug_of = dict(Queue.objects.values_list("pk", "slug"))
+    times = depth_intervals(period)
+    begin, finish = times[0], times[-1]
+    window_events = RequestEvent.objects.filter(
+        at__gte=begin, at__lt=finish, kind__in=("created", "escalated", *CLOSING_KINDS)
+    )
+    # Where an escalated request sat before its first escalation in the period: its queue at the start.
+    first_from: dict[Any, str] = {}
+    escalations = window_events.filter(kind="escalated").order_by("id").values_list("request_id", "detail")
+    for request_id, detail in escalations:
+        first_from.setdefault(request_id, (detail or {}).get("from_queue", ""))
+
+    depth: dict[str, int] = defaultdict(int)
+    location: dict[Any, str] = {}
+    open_at_start = ElicitationRequest.objects.filter(created_at__lt=begin).filter(
+        Q(closed_at__isnull=True) | Q(closed_at__gte=begin)
+    )
+    for request_id, queue_id in open_at_start.values_list("pk", "queue_id").iterator():
+        slug = first_from.get(request_id, slug_of.get(queue_id, ""))
+        location[request_id] = slug
+        depth[slug] += 1
+
+    peaks: dict[str, list[int]] = {slug: [] for slug in slugs}
+    current: dict[str, int] = {slug: depth[slug] for slug in slugs}  # the open interval's peak so far
+    interval = 0
+    rows = window_events.order_by("at", "id").values_list(
+        "request_id", "kind", "at", "detail", "request__queue_id"
+    )
+    for request_id, kind, at, detail, queue_id in rows.iterator():
+        while at >= times[interval + 1]:
+            for slug in slugs:
+                peaks[slug].append(current[slug])
+                current[slug] = max(depth[slug], 0)
+            interval += 1
+        if kind == "created":
+            if request_id in location:
+                continue  # already counted as open at the start
+            slug = first_from.get(request_id, slug_of.get(queue_id, ""))
+            location[request_id] = slug
+            depth[slug] += 1
+        elif kind == "escalated":
+            moved = detail or {}
+            if location.pop(request_id, None) is not None:
+                depth[moved.get("from_queue", "")] -= 1
+            location[request_id] = moved.get("to_queue", "")
+            depth[location[request_id]] += 1
+        elif request_id in location:
+            depth[location.pop(request_id)] -= 1
+        for slug in slugs:
+            current[slug] = max(current[slug], depth[slug])
+    while interval < len(times) - 1:
+        for slug in slugs:
+            peaks[slug].append(current[slug])
+            current[slug] = max(depth[slug], 0)
+        interval += 1
+    return DepthSeries(times, peaks)
+
+
+# --- the current state -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueNow:
+    queue: Queue
+    pending: int
+    claimed: int
+    overdue: int
+    oldest_pending_at: datetime | None
+
+
+def queues_now(queues: Iterable[Queue], now: datetime | None = None) -> list[QueueNow]:
+    now = now or clock.now()
+    rows = (
+        Queue.objects.filter(pk__in=[q.pk for q in queues])
+        .annotate(
+            pending=Count("requests", filter=Q(requests__status=Status.PENDING)),
+            claimed=Count("requests", filter=Q(requests__status=Status.CLAIMED)),
+            overdue=Count(
+                "requests", filter=Q(requests__status__in=OPEN_STATUSES, requests__deadline__lte=now)
+            ),
+            oldest=Min("requests__created_at", filter=Q(requests__status=Status.PENDING)),
+        )
+        .order_by("slug")
+    )
+    return [QueueNow(q, q.pending, q.claimed, q.overdue, q.oldest) for q in rows]
+
+
+# --- Prometheus exposition -------------------------------------------------------------------------------------
+
+
+def _label(value: Any) -> str:
+    text = str(value)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(round(float(value), 3))
+
+
+class Exposition:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(
+        self, name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, Any], float]]
+    ) -> None:
+        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        for labels, value in samples:
+            rendered = ",".join(f'{key}="{_label(val)}"' for key, val in labels.items())
+            self.lines.append(
+                f"{name}{{{rendered}}} {_number(value)}" if rendered else f"{name} {_number(value)}"
+            )
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def prometheus_text(now: datetime | None = None) -> str:
+    """The dashboard's figures in the Prometheus text format (0.0.4). Counters are all-time; latency quantiles
+    cover the last 24 hours."""
+    now = now or clock.now()
+    queues = list(Queue.objects.order_by("slug"))
+    slug_of = {q.pk: q.slug for q in queues}
+    current = queues_now(queues, now)
+    out = Exposition()
+    out.family(
+        "reviewhub_queue_open_requests",
+        "gauge",
+        "Open requests per queue and status.",
+        [({"queue": q.queue.slug, "status": "pending"}, q.pending) for q in current]
+        + [({"queue": q.queue.slug, "status": "claimed"}, q.claimed) for q in current],
+    )
+    out.family(
+        "reviewhub_queue_overdue_requests",
+        "gauge",
+        "Open requests past their deadline that the sweep has not expired yet.",
+        [({"queue": q.queue.slug}, q.overdue) for q in current],
+    )
+    out.family(
+        "reviewhub_queue_oldest_pending_age_seconds",
+        "gauge",
+        "Age of the oldest pending request per queue (0 when none is pending).",
+        [
+            (
+                {"queue": q.queue.slug},
+                max((now - q.oldest_pending_at).total_seconds(), 0) if q.oldest_pending_at else 0,
+            )
+            for q in current
+        ],
+    )
+    closed = outcomes(queues, None)
+    out.family(
+        "reviewhub_requests_closed_total",
+        "counter",
+        "Closed requests per queue and outcome (accept, decline, cancel, expired, withdrawn).",
+        [
+            ({"queue": slug_of[queue_id], "outcome": outcome}, count)
+            for queue_id, by_outcome in sorted(closed.items(), key=lambda item: slug_of[item[0]])
+            for outcome, count in by_outcome.items()
+        ],
+    )
+    breaches = breach_counts(queues)
+    out.family(
+        "reviewhub_deadline_breaches_total",
+        "counter",
+        "Requests whose deadline passed in a queue (expired there, or escalated out of it).",
+        [({"queue": q.slug}, breaches.get(q.slug, 0)) for q in queues],
+    )
+    day = Period.last(1, now)
+    for name, figures, what in (
+        ("reviewhub_time_to_first_claim_seconds", time_to_first_claim(queues, day), "arrival to first claim"),
+        ("reviewhub_time_to_completion_seconds", time_to_completion(queues, day), "arrival to answer"),
+    ):
+        out.family(
+            name,
+            "gauge",
+            f"Seconds from {what}, per queue, over the last 24 hours (quantiles 0.5 and 0.9).",
+            [
+                ({"queue": slug_of[queue_id], "quantile": label}, value)
+                for queue_id, latency in sorted(figures.items(), key=lambda item: slug_of[item[0]])
+                for label, value in (("0.5", latency.p50), ("0.9", latency.p90))
+                if value is not None
+            ],
+        )
+    answered = (
+        ElicitationRequest.objects.filter(status=Status.COMPLETED, answered_by__isnull=False)
+        .values("answered_by__username")
+        .annotate(n=Count("pk"))
+        .order_by("answered_by__username")
+    )
+    out.family(
+        "reviewhub_reviewer_answers_total",
+        "counter",
+        "Requests answered per reviewer.",
+        [({"reviewer": row["answered_by__username"]}, row["n"]) for row in answered],
+    )
+    deliveries = dict(WebhookDelivery.objects.values_list("status").annotate(n=Count("pk")).order_by())
+    out.family(
+        "reviewhub_webhook_deliveries",
+        "gauge",
+        "Webhook deliveries by status (pending, delivered, dead).",
+        [({"status": status}, deliveries.get(status, 0)) for status in DeliveryStatus.values],
+    )
+    return out.text()

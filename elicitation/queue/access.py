@@ -1,0 +1,92 @@
+"""Who may touch which queue: every access rule of the app, for pages, the reviewer API, sockets and flows.
+
+Rules answer with the domain's errors (a missing row and another team's row look different only to those allowed
+to see the difference); each surface maps those errors once (api/errors.py, reviewer/errors.py, …)."""
+
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q, QuerySet
+
+from elicitation.models import ElicitationRequest, Queue
+from elicitation.queue.errors import AccessDenied, NotFoundError
+
+
+def can_review(user: Any, queue: Queue) -> bool:
+    if not user or not user.is_authenticated:
+        return False
+    if user.is_staff:
+        return True
+    return queue.members.filter(pk=user.pk).exists() or queue.supervisors.filter(pk=user.pk).exists()
+
+
+def can_supervise(user: Any, queue: Queue) -> bool:
+    if not user or not user.is_authenticated:
+        return False
+    return bool(user.is_staff) or queue.supervisors.filter(pk=user.pk).exists()
+
+
+def reviewer_queues(user: Any) -> QuerySet[Queue]:
+    """Every queue the reviewer may see, each once (a member who also supervises is not counted twice)."""
+    if user.is_staff:
+        return Queue.objects.all()
+    return Queue.objects.filter(Q(members=user) | Q(supervisors=user)).distinct()
+
+
+def metrics_queues(user: Any) -> QuerySet[Queue]:
+    """The queues whose metrics a user may see: staff see every queue; a supervisor the queues they supervise."""
+    if not user or not user.is_authenticated:
+        return Queue.objects.none()
+    if user.is_staff:
+        return Queue.objects.all()
+    return Queue.objects.filter(supervisors=user)
+
+
+def can_view_metrics(user: Any) -> bool:
+    return bool(user and user.is_authenticated and (user.is_staff or metrics_queues(user).exists()))
+
+
+def reviewable_queue(user: Any, slug: str) -> Queue:
+    queue = Queue.objects.filter(slug=slug).first()
+    if queue is None:
+        raise NotFoundError("No such queue.")
+    if not can_review(user, queue):
+        raise AccessDenied("You are not a reviewer of this queue.")
+    return queue
+
+
+def reviewable_request(user: Any, request_id: UUID | str) -> ElicitationRequest:
+    found = (
+        ElicitationRequest.objects.select_related("queue", "agent", "claimed_by", "answered_by")
+        .filter(pk=request_id)
+        .first()
+    )
+    if found is None:
+        raise NotFoundError("No such request.")
+    check_reviewer(found, user)
+    return found
+
+
+def check_reviewer(request: ElicitationRequest, user: Any) -> None:
+    if not can_review(user, request.queue):
+        raise AccessDenied("You are not a reviewer of this queue.")
+
+
+def check_supervisor(queue: Queue, user: Any) -> None:
+    if not can_supervise(user, queue):
+        raise AccessDenied("Only a queue supervisor can do that.")
+
+
+def owned_request(agent_id: int, request_id: UUID | str) -> ElicitationRequest:
+    """An agent sees only its own requests; another agent's id is indistinguishable from a missing one."""
+    try:
+        found = (
+            ElicitationRequest.objects.select_related("queue", "agent", "claimed_by")
+            .filter(pk=request_id, agent_id=agent_id)
+            .first()
+        )
+    except (ValueError, TypeError):
+        found = None
+    if found is None:
+        raise NotFoundError("No such request.")
+    return found

@@ -1,0 +1,87 @@
+"""API keys for agents (`rh_…`) and reviewer scripts (`rhr_…`): random, shown once, stored as an HMAC with a
+server-side pepper; and the one place a bearer credential is parsed and looked up, for every door (REST,
+long-poll, WebSocket, MCP)."""
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from elicitation.models import Agent, ReviewerToken
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    full: str  # shown once
+    prefix: str  # stored and shown afterwards, to tell keys apart
+    hash: str
+
+
+def hash_key(full_key: str) -> str:
+    # A keyed HMAC rather than a slow hash: keys are 256-bit random, so brute force is moot, and
+    # verification stays cheap on every request. The pepper keeps a leaked table from being checkable.
+    return hmac.new(settings.API_KEY_PEPPER.encode(), full_key.encode(), hashlib.sha256).hexdigest()
+
+
+def issue_key(kind: str) -> IssuedKey:
+    """`kind` is "rh" for agent keys and "rhr" for reviewer tokens."""
+    prefix = secrets.token_hex(4)
+    full = f"{kind}_{prefix}_{secrets.token_urlsafe(32)}"
+    return IssuedKey(full=full, prefix=prefix, hash=hash_key(full))
+
+
+def split_prefix(full_key: str, kind: str) -> str | None:
+    parts = full_key.split("_", 2)
+    if len(parts) != 3 or parts[0] != kind or len(parts[1]) != 8:
+        return None
+    return parts[1]
+
+
+def key_matches(full_key: str, stored_hash: str) -> bool:
+    return hmac.compare_digest(hash_key(full_key), stored_hash)
+
+
+def webhook_secret(agent_id: int, key_prefix: str) -> str:
+    """The agent's webhook signing secret, derived so it never needs storing; rotating the key rotates it."""
+    material = f"webhook:{agent_id}:{key_prefix}".encode()
+    return "whsec_" + hmac.new(settings.API_KEY_PEPPER.encode(), material, hashlib.sha256).hexdigest()
+
+
+def bearer_token(headers: Any) -> str | None:
+    """The credential of an `Authorization: Bearer <token>` header, from Django's, DRF's or raw ASGI headers."""
+    header = headers.get("Authorization") or headers.get("authorization") or ""
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def scope_bearer_token(scope: Any) -> str | None:
+    """The bearer token of an ASGI connection scope (HTTP or WebSocket)."""
+    headers = {
+        key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", [])
+    }
+    return bearer_token(headers)
+
+
+def agent_for_key(full_key: str) -> Agent | None:
+    """The active agent owning this key, or None. The prefix finds the row; the HMAC comparison is constant-time."""
+    prefix = split_prefix(full_key, "rh")
+    if prefix is None:
+        return None
+    agent = Agent.objects.filter(key_prefix=prefix).first()
+    if agent is None or not key_matches(full_key, agent.key_hash) or not agent.is_active:
+        return None
+    return agent
+
+
+def reviewer_token_for_key(full_key: str) -> ReviewerToken | None:
+    """The live reviewer token (with its active user) for this key, or None."""
+    prefix = split_prefix(full_key, "rhr")
+    row = ReviewerToken.objects.select_related("user").filter(key_prefix=prefix).first() if prefix else None
+    if row is None or row.revoked_at is not None or not key_matches(full_key, row.key_hash):
+        return None
+    return row if row.user.is_active else None

@@ -1,0 +1,670 @@
+"""Every state change of a request, each through the one path `_apply`: lock the row, guarded UPDATE whose row count
+says who won, audit row, outbox row where the agent must hear of it, and a signal whose listeners push only after
+commit. A loser gets InvalidTransition (409), never a half-written row.
+
+```
+pending ──claim──▶ claimed ──respond(accept|decline|cancel)──▶ completed
+   ▲                 │
+   └──release/lease──┘
+pending|claimed ──deadline──▶ expired (or escalated to another queue)
+pending|claimed ──agent cancels──▶ withdrawn
+```
+"""
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+
+from elicitation.models import (
+    OPEN_STATUSES,
+    Action,
+    Agent,
+    Draft,
+    DraftState,
+    ElicitationRequest,
+    ExpiryOutcome,
+    FlowStatus,
+    Mode,
+    Queue,
+    RequestEvent,
+    Status,
+)
+from elicitation.queue import clock, outbox, schemas, selectors, signals
+from elicitation.queue.audit import canonical_json, record_event, record_transition
+from elicitation.queue.errors import IdempotencyConflict, InvalidInput, InvalidTransition, NotFoundError
+
+
+def schema_limits() -> schemas.SchemaLimits:
+    return schemas.SchemaLimits(
+        max_properties=settings.MAX_SCHEMA_PROPERTIES, max_options=settings.MAX_SCHEMA_OPTIONS
+    )
+
+
+# --- the one path ----------------------------------------------------------------------------------------------
+
+
+def _reload(request_id: UUID) -> ElicitationRequest:
+    return ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").get(pk=request_id)
+
+
+def lock_request(request_id: UUID) -> ElicitationRequest | None:
+    """The request row, locked until commit (not its queue, agent or holder), read with them and with the
+    hash its next audit row chains to (`audit_head`)."""
+    latest_hash = RequestEvent.objects.filter(request_id=OuterRef("pk")).order_by("-id").values("hash")[:1]
+    return (
+        ElicitationRequest.objects.select_for_update(of=("self",))
+        .select_related("queue", "agent", "claimed_by")
+        # The model declares audit_head (not a column) so that readers type-check; this is where it is set.
+        .annotate(audit_head=Coalesce(Subquery(latest_hash), Value("")))  # type: ignore[no-redef]
+        .filter(pk=request_id)
+        .first()
+    )
+
+
+def _guarded_update(
+    request_id: UUID, *, allowed: Q, changes: dict[str, Any], what: str
+) -> tuple[str, ElicitationRequest]:
+    """Compare-and-set: apply `changes` only where `allowed` still holds. Returns (previous status, fresh row).
+
+    The row lock taken first makes the recorded previous status exact and serialises the request's audit chain;
+    the guarded UPDATE is what decides who won. The row returned is the locked one with the changes applied
+    (expressions re-read), and `audit_head` for the audit row."""
+    locked = lock_request(request_id)
+    if locked is None:
+        raise NotFoundError("No such request.")
+    previous = locked.status
+    now = clock.now()
+    updated = ElicitationRequest.objects.filter(Q(pk=request_id) & allowed).update(**changes, updated_at=now)
+    if updated == 0:
+        raise InvalidTransition(f"Cannot {what}: the request is {previous}.", current_status=previous)
+    computed = [name for name, value in changes.items() if hasattr(value, "resolve_expression")]
+    for name, value in changes.items():
+        if name not in computed:
+            setattr(locked, name, value)
+    locked.updated_at = now
+    if computed:
+        locked.refresh_from_db(fields=computed)
+    return previous, locked
+
+
+def _announce(
+    request: ElicitationRequest,
+    kind: str,
+    *,
+    previous: str,
+    actor_user: Any = None,
+    actor_agent: Agent | None = None,
+    detail: dict[str, Any] | None = None,
+    tell_agent: str | None = None,
+    page_kind: str | None = None,
+    left_queue_id: int | None = None,
+) -> None:
+    """The tail every transition shares: audit row, outbox row (`tell_agent`), and the signal pushes listen to."""
+    record_transition(
+        request, kind, previous=previous, actor_user=actor_user, actor_agent=actor_agent, detail=detail
+    )
+    if tell_agent:
+        outbox.emit_agent_event(request, tell_agent)
+    signals.request_changed.send(
+        sender=ElicitationRequest, request=request, kind=page_kind or kind, left_queue_id=left_queue_id
+    )
+
+
+def _apply(
+    request_id: UUID,
+    *,
+    allowed: Q,
+    changes: dict[str, Any],
+    what: str,
+    kind: str,
+    actor_user: Any = None,
+    actor_agent: Agent | None = None,
+    detail: dict[str, Any] | None = None,
+    tell_agent: str | None = None,
+    page_kind: str | None = None,
+) -> ElicitationRequest:
+    """One transition in its own transaction (a savepoint when the caller has one open)."""
+    with transaction.atomic():
+        previous, request = _guarded_update(request_id, allowed=allowed, changes=changes, what=what)
+        _announce(
+            request,
+            kind,
+            previous=previous,
+            actor_user=actor_user,
+            actor_agent=actor_agent,
+            detail=detail,
+            tell_agent=tell_agent,
+            page_kind=page_kind,
+        )
+    return request
+
+
+# --- agents: create, withdraw, URL-flow completion ----------------------------------------------------------------
+
+
+def body_fingerprint(body: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def parse_schema_questions(requested_schema: Any, *, allow_sensitive: bool = False) -> list[schemas.Question]:
+    """The request's questions, or InvalidInput naming each offending JSON path under `requestedSchema`."""
+    try:
+        return schemas.parse_requested_schema(
+            requested_schema, limits=schema_limits(), allow_sensitive=allow_sensitive
+        )
+    except schemas.SchemaInvalid as exc:
+        raise InvalidInput(
+            "requestedSchema is not in the MCP elicitation subset.",
+            {"requestedSchema" + e["path"].removeprefix("$"): e["reason"] for e in exc.errors},
+        ) from None
+
+
+def create_request(
+    *,
+    agent: Agent,
+    queue_slug: str,
+    message: str,
+    mode: str,
+    requested_schema: dict[str, Any] | None = None,
+    url: str = "",
+    elicitation_id: str = "",
+    context: dict[str, Any] | None = None,
+    callback_url: str = "",
+    priority: int = 0,
+    expires_in: int | None = None,
+    idempotency_key: str | None = None,
+    fingerprint: str = "",
+    allow_sensitive: bool = False,
+) -> tuple[ElicitationRequest, bool]:
+    """Queue a request. With an idempotency key a retry returns the first request; returns (request, created)."""
+    if idempotency_key:
+        existing = _find_idempotent(agent, idempotency_key, fingerprint)
+        if existing is not None:
+            return existing, False
+    queue = agent.queues.filter(slug=queue_slug).first()
+    if queue is None:
+        raise InvalidInput("Unknown queue.", {"queue": "unknown queue, or not one this key may post to"})
+    questions: list[dict[str, Any]] = []
+    if mode == Mode.FORM:
+        if requested_schema is None:
+            raise InvalidInput(
+                "Form mode needs requestedSchema.", {"requestedSchema": "is required in form mode"}
+            )
+        parsed = parse_schema_questions(requested_schema, allow_sensitive=allow_sensitive)
+        questions = schemas.questions_to_json(parsed)
+    now = clock.now()
+    seconds = expires_in if expires_in is not None else queue.default_deadline_seconds
+    request = ElicitationRequest(
+        queue=queue,
+        agent=agent,
+        idempotency_key=idempotency_key or None,
+        body_fingerprint=fingerprint,
+        message=message,
+        mode=mode,
+        requested_schema=requested_schema if mode == Mode.FORM else None,
+        questions=questions,
+        url=url,
+        elicitation_id=elicitation_id,
+        context=context or {},
+        callback_url=callback_url,
+        priority=priority,
+        deadline=now + timedelta(seconds=seconds),
+    )
+    try:
+        with transaction.atomic():
+            request.save(force_insert=True)
+            record_event(request, "created", actor_agent=agent, to_status=Status.PENDING, prev_hash="")
+            signals.request_created.send(sender=ElicitationRequest, request=request)
+    except IntegrityError:
+        # Lost a race with a concurrent retry carrying the same key: the winner's row is the answer.
+        if not idempotency_key:
+            raise
+        existing = _find_idempotent(agent, idempotency_key, fingerprint)
+        if existing is None:
+            raise
+        return existing, False
+    return request, True
+
+
+def _find_idempotent(agent: Agent, key: str, fingerprint: str) -> ElicitationRequest | None:
+    existing = (
+        ElicitationRequest.objects.select_related("queue", "agent", "claimed_by")
+        .filter(agent=agent, idempotency_key=key)
+        .first()
+    )
+    if existing is not None and existing.body_fingerprint != fingerprint:
+        raise IdempotencyConflict(
+            "This Idempotency-Key was already used with a different body.", {"Idempotency-Key": "reused"}
+        )
+    return existing
+
+
+def withdraw_request(request_id: UUID, *, agent: Agent) -> ElicitationRequest:
+    """The agent's turn ended: the open request is abandoned and vanishes from reviewers' pages."""
+    return _apply(
+        request_id,
+        allowed=Q(agent=agent, status__in=OPEN_STATUSES),
+        changes={
+            "status": Status.WITHDRAWN,
+            "claimed_by": None,
+            "lease_expires_at": None,
+            "closed_at": clock.now(),
+        },
+        what="withdraw",
+        kind="withdrawn",
+        actor_agent=agent,
+        tell_agent="withdrawn",
+    )
+
+
+def report_url_flow_complete(
+    agent: Agent, *, request_id: UUID | None = None, elicitation_id: str = ""
+) -> bool:
+    """MCP's notifications/elicitation/complete: unknown or closed ids are ignored, as the spec requires."""
+    matches = ElicitationRequest.objects.filter(agent=agent, mode=Mode.URL, status__in=OPEN_STATUSES)
+    if request_id is not None:
+        matches = matches.filter(pk=request_id)
+    elif elicitation_id:
+        matches = matches.filter(elicitation_id=elicitation_id)
+    else:
+        return False
+    with transaction.atomic():
+        target = matches.select_for_update().first()
+        if target is None or target.url_flow_completed_at is not None:
+            return False
+        ElicitationRequest.objects.filter(pk=target.pk).update(url_flow_completed_at=clock.now())
+        request = _reload(target.pk)
+        record_event(request, "url_flow_completed", actor_agent=agent)
+        signals.request_changed.send(sender=ElicitationRequest, request=request, kind="url_flow_completed")
+    return True
+
+
+# --- reviewers: claims ---------------------------------------------------------------------------------------------
+
+
+def _claim_changes(user: Any, queue: Queue, now: datetime) -> dict[str, Any]:
+    return {
+        "status": Status.CLAIMED,
+        "claimed_by": user,
+        "claimed_at": now,
+        "lease_expires_at": now + timedelta(seconds=queue.lease_seconds),
+        "first_claimed_at": Coalesce(F("first_claimed_at"), now),
+    }
+
+
+RELEASED = {"status": Status.PENDING, "claimed_by": None, "claimed_at": None, "lease_expires_at": None}
+
+
+def _claimable(now: datetime) -> Q:
+    # A claim whose lease ran out is as good as pending even before the sweep returns it.
+    return Q(deadline__gt=now) & (
+        Q(status=Status.PENDING) | Q(status=Status.CLAIMED, lease_expires_at__lte=now)
+    )
+
+
+def claim_request(request_id: UUID, *, user: Any) -> ElicitationRequest:
+    now = clock.now()
+    request = _reload(request_id)
+    return _apply(
+        request_id,
+        allowed=_claimable(now) | Q(status=Status.CLAIMED, claimed_by=user),
+        changes=_claim_changes(user, request.queue, now),
+        what="claim",
+        kind="claimed",
+        actor_user=user,
+    )
+
+
+def claim_next(queue: Queue, *, user: Any, attempts: int = 20) -> ElicitationRequest | None:
+    """Claim the queue's most urgent pending request: priority first, then age. None when the queue is empty."""
+    for _ in range(attempts):
+        now = clock.now()
+        with transaction.atomic():
+            candidate = selectors.next_claimable_id(queue, now)
+            if candidate is None:
+                return None
+            updated = ElicitationRequest.objects.filter(Q(pk=candidate) & _claimable(now)).update(
+                **_claim_changes(user, queue, now), updated_at=now
+            )
+            if updated == 0:
+                continue  # another reviewer took it between our read and write (SQLite path): try the next one
+            claimed = lock_request(candidate)  # already ours: the UPDATE holds the row until commit
+            assert claimed is not None
+            _announce(claimed, "claimed", previous=Status.PENDING, actor_user=user)
+            return claimed
+    raise InvalidTransition("The queue is too contended right now; try again.")
+
+
+def take_over_claim(request_id: UUID, *, supervisor: Any) -> ElicitationRequest:
+    now = clock.now()
+    request = _reload(request_id)
+    previous_holder = request.claimed_by.get_username() if request.claimed_by else None
+    return _apply(
+        request_id,
+        allowed=Q(status__in=OPEN_STATUSES, deadline__gt=now),
+        changes=_claim_changes(supervisor, request.queue, now),
+        what="take over",
+        kind="taken_over",
+        page_kind="claimed",
+        actor_user=supervisor,
+        detail={"previous_holder": previous_holder},
+    )
+
+
+def renew_claim(request_id: UUID, *, user: Any) -> ElicitationRequest:
+    """Heartbeat: extend the lease, only while this reviewer still holds the claim. Not audited: nothing changed
+    hands."""
+    now = clock.now()
+    request = _reload(request_id)
+    with transaction.atomic():
+        _, renewed = _guarded_update(
+            request_id,
+            allowed=Q(status=Status.CLAIMED, claimed_by=user, deadline__gt=now),
+            changes={"lease_expires_at": now + timedelta(seconds=request.queue.lease_seconds)},
+            what="renew the claim",
+        )
+    return renewed
+
+
+def release_claim(request_id: UUID, *, user: Any) -> ElicitationRequest:
+    return _apply(
+        request_id,
+        allowed=Q(status=Status.CLAIMED, claimed_by=user),
+        changes=RELEASED,
+        what="release",
+        kind="released",
+        actor_user=user,
+    )
+
+
+def release_claim_as_operator(request_id: UUID, *, operator: Any) -> ElicitationRequest:
+    """An operator (the admin's release action) returns a claim to the queue; the audit names operator and holder."""
+    holder = _reload(request_id).claimed_by
+    return _apply(
+        request_id,
+        # Pinned to the holder we read: if the claim changed hands meanwhile, the operator must look again.
+        allowed=Q(status=Status.CLAIMED, claimed_by=holder),
+        changes=RELEASED,
+        what="release",
+        kind="released",
+        actor_user=operator,
+        detail={"holder": holder.get_username() if holder else None, "by": "operator"},
+    )
+
+
+def release_expired_claims(now: datetime | None = None) -> int:
+    """Sweep: claims whose lease ran out go back to the queue. Running it twice changes nothing the second time."""
+    now = now or clock.now()
+    released = 0
+    overdue = ElicitationRequest.objects.filter(status=Status.CLAIMED, lease_expires_at__lte=now)
+    for request_id in overdue.values_list("pk", flat=True)[:1000]:
+        try:
+            _apply(
+                request_id,
+                allowed=Q(status=Status.CLAIMED, lease_expires_at__lte=now),
+                changes=RELEASED,
+                what="release an expired lease",
+                kind="lease_expired",
+                page_kind="released",
+            )
+        except InvalidTransition:
+            continue  # renewed or answered since we looked
+        released += 1
+    return released
+
+
+# --- reviewers: drafts and answers ---------------------------------------------------------------------------------
+
+
+def _question(request: ElicitationRequest, question_id: str) -> schemas.Question:
+    for question in schemas.questions_from_json(request.questions):
+        if question.id == question_id:
+            return question
+    raise InvalidInput(
+        "No such question.", {"question": f"{question_id!r} is not a question of this request"}
+    )
+
+
+def save_draft(
+    request_id: UUID, *, user: Any, question_id: str, value: Any, state: str = DraftState.DRAFT
+) -> Draft:
+    """Save one question's shared draft. Only the claim holder writes; submitted answers must be valid."""
+    request = _reload(request_id)
+    question = _question(request, question_id)
+    if state == DraftState.SKIPPED:
+        value = None
+    elif state == DraftState.SUBMITTED:
+        try:
+            value = schemas.validate_answer(question, value)
+        except schemas.AnswerInvalid as exc:
+            raise InvalidInput("The answer is not valid.", exc.errors) from None
+    with transaction.atomic():
+        locked = ElicitationRequest.objects.select_for_update().filter(pk=request_id).first()
+        if locked is None or locked.status != Status.CLAIMED or locked.claimed_by_id != user.pk:
+            raise InvalidTransition(
+                "Only the reviewer holding the claim can edit answers.",
+                current_status=locked.status if locked else None,
+            )
+        draft, _ = Draft.objects.update_or_create(
+            request_id=request_id,
+            question_id=question_id,
+            defaults={"value": value, "state": state, "updated_by": user},
+        )
+        signals.draft_changed.send(sender=Draft, request_id=request_id, draft=draft_payload(draft, user))
+    return draft
+
+
+def draft_payload(draft: Draft, user: Any) -> dict[str, Any]:
+    return {
+        "question": draft.question_id,
+        "value": draft.value,
+        "state": draft.state,
+        "updated_by": user.get_username() if user else None,
+        "updated_at": draft.updated_at.isoformat(),
+    }
+
+
+def content_from_drafts(request: ElicitationRequest) -> dict[str, Any]:
+    return {
+        draft.question_id: draft.value
+        for draft in request.drafts.all()
+        if draft.state == DraftState.SUBMITTED and draft.value is not None
+    }
+
+
+def forwards_open_hosted_flow(request: ElicitationRequest) -> bool:
+    """A URL-mode request whose URL is the page of an open hosted flow of the same agent (its own, or one an MCP
+    client forwarded)."""
+    return (
+        request.mode == Mode.URL
+        and ElicitationRequest.objects.filter(
+            agent_id=request.agent_id, url=request.url, hosted_flow__status=FlowStatus.OPEN
+        ).exists()
+    )
+
+
+def respond(
+    request_id: UUID,
+    *,
+    user: Any,
+    action: str,
+    content: dict[str, Any] | None = None,
+    loaded: ElicitationRequest | None = None,
+) -> ElicitationRequest:
+    """Complete a claimed request. Accept validates the content (or the submitted drafts); decline/cancel carry none.
+
+    `loaded` is the request as the caller just read it, for the checks made before the row is locked (the
+    guarded UPDATE re-checks them)."""
+    # Past its deadline the request has expired, whether or not the sweep has run: the agent gets one outcome.
+    request = expire_if_overdue(loaded if loaded is not None else _reload(request_id))
+    if request.status != Status.CLAIMED or request.claimed_by_id != user.pk:
+        raise InvalidTransition(
+            "Only the reviewer holding the claim can answer it.", current_status=request.status
+        )
+    if action not in Action.values:
+        raise InvalidInput("Unknown action.", {"action": "must be accept, decline or cancel"})
+    if action == Action.ACCEPT and forwards_open_hosted_flow(request):
+        # `accept` without the secret would tell the MCP client a flow finished that never did.
+        raise InvalidInput(
+            "A hosted flow is accepted by submitting it on its own page.",
+            {"action": "open the flow page to submit it, or decline"},
+        )
+    clean: dict[str, Any] | None = None
+    if action == Action.ACCEPT and request.mode == Mode.FORM:
+        if hasattr(request, "hosted_flow"):
+            raise InvalidInput(
+                "A hosted flow is answered on its own page.", {"action": "use the hosted flow page"}
+            )
+        submitted = content if content is not None else content_from_drafts(request)
+        try:
+            clean = schemas.validate_content(schemas.questions_from_json(request.questions), submitted)
+        except schemas.AnswerInvalid as exc:
+            raise InvalidInput("The answers are not valid.", content_error_fields(exc.errors)) from None
+    elif content:
+        raise InvalidInput(
+            "Content is only sent with accept.", {"content": "only allowed with action accept on a form"}
+        )
+    now = clock.now()
+    return _apply(
+        request_id,
+        allowed=Q(status=Status.CLAIMED, claimed_by=user, deadline__gt=now),
+        changes=completion_changes(user, action, clean, now),
+        what="answer",
+        kind="completed",
+        actor_user=user,
+        detail={"action": action},
+        tell_agent="completed",
+    )
+
+
+def completion_changes(
+    user: Any, action: str, content: dict[str, Any] | None, now: datetime
+) -> dict[str, Any]:
+    return {
+        "status": Status.COMPLETED,
+        "claimed_by": None,
+        "lease_expires_at": None,
+        "action": action,
+        "content": content,
+        "answered_by": user,
+        "closed_at": now,
+    }
+
+
+def complete_url_request(
+    request_id: UUID, *, user: Any, action: str, allowed: Q, detail: dict[str, Any]
+) -> ElicitationRequest:
+    """Close a URL-mode request that a hosted flow answered (accept carries no content: the secret stays in
+    the flow). The caller holds the transaction in which the flow itself changes."""
+    now = clock.now()
+    return _apply(
+        request_id,
+        allowed=allowed,
+        changes={**completion_changes(user, action, None, now), "url_flow_completed_at": now},
+        what="complete the flow",
+        kind="completed",
+        actor_user=user,
+        detail={"action": action, **detail},
+        tell_agent="completed",
+    )
+
+
+def content_error_fields(errors: dict[str, str]) -> dict[str, str]:
+    """Answer errors keyed as API fields: `content.<question>`, or `content` for the whole object."""
+    return {
+        "content" + ("" if key == "$" else "." + key.removeprefix("$.")): reason
+        for key, reason in errors.items()
+    }
+
+
+# --- deadlines -----------------------------------------------------------------------------------------------------
+
+
+def expire_request(
+    request_id: UUID, *, now: datetime | None = None, actor_user: Any = None
+) -> ElicitationRequest:
+    """Apply the queue's expiry outcome: answer cancel/decline for the reviewer, or escalate to another queue."""
+    now = now or clock.now()
+    request = _reload(request_id)
+    queue = request.queue
+    # Pinned to the queue we read: of two racing expiries (sweep and admin), only one escalates.
+    due = Q(status__in=OPEN_STATUSES, queue=queue) & (Q(deadline__lte=now) if actor_user is None else Q())
+    cleared = {"claimed_by": None, "claimed_at": None, "lease_expires_at": None}
+    with transaction.atomic():
+        target = _escalation_target(request)
+        if target is not None:
+            previous, moved = _guarded_update(
+                request_id,
+                allowed=due,
+                changes={
+                    **cleared,
+                    "status": Status.PENDING,
+                    "queue": target,
+                    "deadline": now + timedelta(seconds=target.default_deadline_seconds),
+                },
+                what="escalate",
+            )
+            _announce(
+                moved,
+                "escalated",
+                previous=previous,
+                actor_user=actor_user,
+                detail={"from_queue": queue.slug, "to_queue": target.slug},
+                left_queue_id=queue.pk,
+            )
+            return moved
+        action = Action.DECLINE if queue.expiry_outcome == ExpiryOutcome.DECLINE else Action.CANCEL
+        return _apply(
+            request_id,
+            allowed=due,
+            changes={**cleared, "status": Status.EXPIRED, "action": action, "closed_at": now},
+            what="expire",
+            kind="expired",
+            actor_user=actor_user,
+            detail={"action": action},
+            tell_agent="expired",
+        )
+
+
+def _escalation_target(request: ElicitationRequest) -> Queue | None:
+    """The queue to escalate to, or None for a final outcome. A request never re-enters a queue it has been in,
+    so a cycle of escalating queues (a→b→a) still ends with an answer to the agent (cancel)."""
+    queue = request.queue
+    if queue.expiry_outcome != ExpiryOutcome.ESCALATE or queue.escalation_queue is None:
+        return None
+    hops = RequestEvent.objects.filter(request_id=request.pk, kind="escalated").order_by("id")
+    visited = {queue.slug}
+    for detail in hops.values_list("detail", flat=True):
+        visited.update({detail.get("from_queue"), detail.get("to_queue")})
+    return None if queue.escalation_queue.slug in visited else queue.escalation_queue
+
+
+def expire_overdue_requests(now: datetime | None = None) -> int:
+    """Sweep: every open request past its deadline gets its queue's outcome. Idempotent."""
+    now = now or clock.now()
+    done = 0
+    overdue = ElicitationRequest.objects.filter(status__in=OPEN_STATUSES, deadline__lte=now)
+    for request_id in overdue.values_list("pk", flat=True)[:1000]:
+        try:
+            expire_request(request_id, now=now)
+        except InvalidTransition:
+            continue  # answered or withdrawn since we looked
+        done += 1
+    return done
+
+
+def expire_if_overdue(request: ElicitationRequest) -> ElicitationRequest:
+    """Before a write acts on a request: one past its deadline is expired first, sweep or no sweep. Reads never
+    call this; they show such a request as overdue until the sweeper closes it."""
+    if request.status in OPEN_STATUSES and request.deadline <= clock.now():
+        try:
+            return expire_request(request.pk)
+        except InvalidTransition:
+            return _reload(request.pk)
+    return request

@@ -1,0 +1,285 @@
+"""Reviewer pages: dashboard, queue, request. Views parse input and call one transition, and GET never writes.
+They work without JavaScript; the static scripts under static/reviewhub/ only add live updates, heartbeats, shared drafts and shortcuts."""
+
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from elicitation.models import OPEN_STATUSES, Action, DraftState, ElicitationRequest, Mode, Status
+from elicitation.queue import access, audit, clock, selectors, transitions
+from elicitation.queue.errors import InvalidInput, InvalidTransition
+from elicitation.reviewer import forms, presenters
+from elicitation.reviewer.errors import domain_errors_as_pages
+
+PAGE_SIZE = 50
+ANSWER_PREFIX = "answer"
+STATUS_FILTERS: dict[str, tuple[str, ...]] = {
+    "open": OPEN_STATUSES,
+    "pending": (Status.PENDING,),
+    "claimed": (Status.CLAIMED,),
+}
+# --- dashboard and queue -------------------------------------------------------------------------------------------
+
+
+@login_required
+@domain_errors_as_pages
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    summaries = selectors.queue_summaries(request.user)
+    return render(request, "review/dashboard.html", {"summaries": summaries, "now": clock.now()})
+
+
+@login_required
+@domain_errors_as_pages
+@require_GET
+def queue_page(request: HttpRequest, slug: str) -> HttpResponse:
+    queue = access.reviewable_queue(request.user, slug)
+    status_filter = request.GET.get("status", "open")
+    if status_filter not in STATUS_FILTERS:
+        status_filter = "open"
+    agents = list(queue.agents.order_by("name"))
+    agent_id = _int_or_none(request.GET.get("agent"))
+    if agent_id is not None and agent_id not in {agent.pk for agent in agents}:
+        agent_id = None
+    after = selectors.QueueCursor.decode(request.GET.get("after"))
+    before = selectors.QueueCursor.decode(request.GET.get("before")) if after is None else None
+    page = selectors.queue_page(
+        queue,
+        statuses=STATUS_FILTERS[status_filter],
+        agent_id=agent_id,
+        after=after,
+        before=before,
+        size=PAGE_SIZE,
+    )
+    if not page.rows and (after or before):
+        # The rows around the cursor were answered meanwhile: start from the top rather than show nothing.
+        page = selectors.queue_page(
+            queue, statuses=STATUS_FILTERS[status_filter], agent_id=agent_id, size=PAGE_SIZE
+        )
+    filters = {"status": status_filter, **({"agent": str(agent_id)} if agent_id is not None else {})}
+    now = clock.now()
+    return render(
+        request,
+        "review/queue.html",
+        {
+            "queue": queue,
+            "counts": selectors.queue_counts(queue),
+            "rows": page.rows,
+            "now": now,
+            "agents": agents,
+            "status_filter": status_filter,
+            "agent_filter": agent_id,
+            "first_page": page.previous_cursor is None,
+            "last_page": page.next_cursor is None,
+            "next_url": _page_url(filters, "after", page.next_cursor),
+            "previous_url": _page_url(filters, "before", page.previous_cursor),
+            "first_url": "?" + urlencode(filters),
+        },
+    )
+
+
+@login_required
+@domain_errors_as_pages
+@require_GET
+def queue_counts(request: HttpRequest, slug: str) -> JsonResponse:
+    """The queue page's header counts, refreshed by its script after live updates (cheaper than the dashboard's)."""
+    return JsonResponse(selectors.queue_counts(access.reviewable_queue(request.user, slug)).labels)
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def _page_url(filters: dict[str, str], key: str, cursor: selectors.QueueCursor | None) -> str | None:
+    if cursor is None:
+        return None
+    return "?" + urlencode({**filters, key: cursor.encode()})
+
+
+@login_required
+@domain_errors_as_pages
+@require_POST
+def claim_next(request: HttpRequest, slug: str) -> HttpResponse:
+    queue = access.reviewable_queue(request.user, slug)
+    try:
+        claimed = transitions.claim_next(queue, user=request.user)
+    except InvalidTransition as exc:
+        messages.warning(request, exc.detail)
+        return redirect("queue", slug=queue.slug)
+    if claimed is None:
+        messages.info(request, "Nothing is waiting in this queue.")
+        return redirect("queue", slug=queue.slug)
+    return redirect("request", request_id=claimed.pk)
+
+
+# --- the request page ----------------------------------------------------------------------------------------------
+
+
+def _ensure_claim(found: ElicitationRequest, user: Any) -> ElicitationRequest:
+    """Before answering: a lapsed claim nobody else took is taken again, so a slow no-JS reviewer loses nothing."""
+    if presenters.holds(found, user):
+        return found
+    return transitions.claim_request(found.pk, user=user)
+
+
+def draft_initial(found: ElicitationRequest) -> tuple[dict[str, Any], set[str]]:
+    """Shared drafts as initial values (they win over schema defaults) and the questions marked skipped."""
+    initial: dict[str, Any] = {}
+    skipped: set[str] = set()
+    for draft in found.drafts.all():
+        if draft.state == DraftState.SKIPPED:
+            skipped.add(draft.question_id)
+        elif draft.value is not None:
+            initial[draft.question_id] = draft.value
+    return initial, skipped
+
+
+def posted_answers(data: QueryDict, skipped: set[str]) -> QueryDict:
+    """The posted answers without the skipped questions: a skipped question is unanswered, whatever it held."""
+    answers = data.copy()
+    for question_id in skipped:
+        answers.pop(f"{ANSWER_PREFIX}-{question_id}", None)
+    return answers
+
+
+def render_request_page(
+    request: HttpRequest,
+    found: ElicitationRequest,
+    *,
+    form: forms.AnswerForm | None = None,
+    skipped: set[str] | None = None,
+    error: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    state = presenters.page_state(found, request.user)
+    editable = state.mine
+    if found.mode == Mode.FORM and form is None:
+        initial, draft_skipped = draft_initial(found)
+        form = forms.build_answer_form(
+            found.questions, initial=initial, prefix=ANSWER_PREFIX, disabled=not editable
+        )
+        skipped = draft_skipped
+    elif form is not None and not editable:
+        # Disabled in HTML only: a disabled Django field would drop what the reviewer typed for its initial value.
+        for form_field in form.fields.values():
+            form_field.widget.attrs["disabled"] = True
+    questions = []
+    if form is not None:
+        questions = [
+            {"field": form[question.id], "question": question, "skipped": question.id in (skipped or set())}
+            for question in form.questions.values()
+        ]
+    context = {
+        "req": found,
+        "state": state,
+        "editable": editable,
+        "form": form,
+        "questions": questions,
+        "error": error,
+        "who": presenters.context_view(found.context),
+        "url": presenters.url_view(found.url) if found.mode == Mode.URL else None,
+        "can_supervise": access.can_supervise(request.user, found.queue),
+        "now": clock.now(),
+        "overdue": found.deadline <= clock.now(),
+    }
+    return render(request, "review/request.html", context, status=status)
+
+
+@login_required
+@domain_errors_as_pages
+@require_http_methods(["GET", "POST"])
+def request_page(request: HttpRequest, request_id: UUID) -> HttpResponse:
+    found = access.reviewable_request(request.user, request_id)
+    if request.method == "POST":
+        return answer_request(request, found)
+    # Looking never claims: the reviewer claims with the Claim button (or "Next request"), so a look does not
+    # block a teammate for a whole lease. Only the audit of the sensitive view is written, explicitly.
+    audit.record_view(found, user=request.user)
+    return render_request_page(request, found)
+
+
+def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpResponse:
+    """One POST endpoint for every button, so the page needs no JavaScript: accept, decline, cancel, release,
+    claim and take-over."""
+    action = request.POST.get("action", "")
+    user = request.user
+    skipped = set(request.POST.getlist("skip"))
+    form: forms.AnswerForm | None = None
+    if found.mode == Mode.FORM:
+        form = forms.build_answer_form(
+            found.questions, data=posted_answers(request.POST, skipped), prefix=ANSWER_PREFIX
+        )
+    try:
+        if action == "takeover":
+            access.check_supervisor(found.queue, user)
+            transitions.take_over_claim(found.pk, supervisor=user)
+            messages.success(request, "You took over this request.")
+            return redirect("request", request_id=found.pk)
+        if action == "claim":
+            transitions.claim_request(found.pk, user=user)
+            return redirect("request", request_id=found.pk)
+        if action == "release":
+            transitions.release_claim(found.pk, user=user)
+            messages.info(request, "Released: the request is back in the queue.")
+            return redirect("queue", slug=found.queue.slug)
+        if action in (Action.DECLINE, Action.CANCEL):
+            found = _ensure_claim(found, user)
+            transitions.respond(found.pk, user=user, action=action)
+            return _answered(request, found, action)
+        if action == Action.ACCEPT:
+            content: dict[str, Any] | None = None
+            if form is not None:
+                if not form.is_valid():
+                    return render_request_page(
+                        request,
+                        found,
+                        form=form,
+                        skipped=skipped,
+                        error="Some answers need attention.",
+                        status=400,
+                    )
+                content = forms.form_content(form)
+            found = _ensure_claim(found, user)
+            transitions.respond(found.pk, user=user, action=Action.ACCEPT, content=content)
+            return _answered(request, found, Action.ACCEPT)
+    except InvalidInput as exc:
+        if form is not None:
+            form.is_valid()
+            forms.apply_answer_errors(form, exc.fields)
+        return render_request_page(request, found, form=form, skipped=skipped, error=exc.detail, status=400)
+    except InvalidTransition as exc:
+        fresh = access.reviewable_request(user, found.pk)
+        return render_request_page(
+            request,
+            fresh,
+            form=form,
+            skipped=skipped,
+            error=_conflict_text(fresh, user, exc, answering=action in Action.values),
+            status=409,
+        )
+    return HttpResponse("Unknown action.", status=400, content_type="text/plain")
+
+
+def _conflict_text(found: ElicitationRequest, user: Any, exc: InvalidTransition, *, answering: bool) -> str:
+    prefix = "Your answer was not sent: " if answering else "That did not work: "
+    if not found.is_open:
+        return prefix + presenters.closed_notice(found)
+    if presenters.held_by_other(found, user, clock.now()) and found.claimed_by is not None:
+        return f"{prefix}{found.claimed_by.get_username()} holds this request now."
+    return prefix + exc.detail
+
+
+def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> HttpResponseRedirect:
+    done = {"accept": "Accepted", "decline": "Declined", "cancel": "Cancelled"}[action]
+    messages.success(request, f"{done}. The agent has been told.")
+    return redirect(reverse("queue", kwargs={"slug": found.queue.slug}))
