@@ -177,6 +177,9 @@ if DATABASE_URL:
             "DATABASE_URL must be a postgres:// URL (PostgreSQL is the services database)."
         )
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Several test runs on one server (a developer's and CI's, or parallel work) each need a test database.
+    if env_str("PG_TEST_NAME"):
+        DATABASES["default"]["TEST"] = {"NAME": env_str("PG_TEST_NAME")}
     # Under ASGI each request runs in a thread of its own, so CONN_MAX_AGE cannot keep a connection between
     # requests: without a pool every request starts a new PostgreSQL backend, and a burst can exhaust
     # max_connections (BENCHMARKS.md). The pool also bounds connections per process. 0 turns it off.
