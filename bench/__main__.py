@@ -1,6 +1,6 @@
 """`python -m bench [NAME ...] [--quick]`: run benchmarks, write bench/results/latest.json and BENCHMARKS.md.
 
-Names: intake, claim, push, sockets, queue, layer (default: all, in that order). `--quick` runs each with
+Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer (default: all, in that order). `--quick` runs each with
 smaller counts to check the harness works; its figures are not written to BENCHMARKS.md. `--render` only
 rewrites BENCHMARKS.md from the last full run's figures and bench/findings.md (after editing the findings).
 The environment decides where it runs: DATABASE_URL (default the dedicated rh_bench database) and
@@ -26,6 +26,9 @@ BENCHMARKS = {
     "sockets": "bench.sockets",
     "queue": "bench.queue_scale",
     "layer": "bench.channel_layer",
+    "reach": "bench.reach",
+    "rules": "bench.rules",
+    "reviewer": "bench.reviewer",
 }
 BUDGET_SECONDS = 15 * 60
 

@@ -86,6 +86,8 @@ class Agent(models.Model):
     queues = models.ManyToManyField(Queue, related_name="agents", blank=True)
     scopes = models.JSONField(default=list, blank=True)
     callback_url = models.URLField(blank=True, help_text="Webhook for every event of this agent.")
+    # The people answerable for this agent: a quorum policy may exclude them from approving its requests.
+    owners = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="owned_agents", blank=True)
     # Per-agent outbox sequence: bumped under the agent's row lock so cursors are gap-free in commit order.
     last_event_seq = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -159,6 +161,11 @@ class ElicitationRequest(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
     # Set by the agent when the out-of-band URL flow reported completion (MCP notifications/elicitation/complete).
     url_flow_completed_at = models.DateTimeField(null=True, blank=True)
+    # Decision policies (queue/quorum.py, queue/rules.py): the quorum this request needs and its progress, the
+    # digest of what was asked, and the rule that decided. NULL for a request no policy touched.
+    policy = models.JSONField(null=True, blank=True)
+    # MCP `_meta` of the result (the decision's digest, the rule, a scripted queue's reason); NULL for none.
+    result_meta = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-priority", "created_at"]
@@ -216,6 +223,8 @@ class ElicitationRequest(models.Model):
         result: dict[str, Any] = {"action": self.action}
         if self.action == Action.ACCEPT and self.mode == Mode.FORM:
             result["content"] = self.content or {}
+        if self.result_meta:
+            result["_meta"] = self.result_meta
         return result
 
 
@@ -359,3 +368,270 @@ class HostedFlow(models.Model):
 
     def __str__(self) -> str:
         return f"flow {self.id} ({self.status})"
+
+
+# --- reach: routing, escalation and notices (issue 16) -------------------------------------------------------------
+
+
+class Channel(models.TextChoices):
+    EMAIL = "email"
+    SLACK = "slack"
+    BROWSER = "browser"
+
+
+class Audience(models.TextChoices):
+    MEMBERS = "members", "Every member of the queue"
+    SUPERVISORS = "supervisors", "The queue's supervisors"
+    PEOPLE = "people", "The people named on the rule (an on-call group)"
+    SLACK_CHANNEL = "slack_channel", "A Slack channel"
+
+
+class ReachRule(models.Model):
+    """Who is told about a request of this queue, on which channel, and when: tier 0 on arrival, tier 1 when
+    nobody has claimed it within the queue's escalation policy's `unclaimed_after_seconds`."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="reach_rules")
+    tier = models.PositiveSmallIntegerField(
+        default=0, help_text="0: on arrival; 1: when still unclaimed at T1."
+    )
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    audience = models.CharField(max_length=16, choices=Audience.choices, default=Audience.MEMBERS)
+    people = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="reach_rules")
+    slack_channel = models.CharField(max_length=64, blank=True, help_text="Slack channel id, e.g. C0123456.")
+    min_priority = models.IntegerField(
+        null=True, blank=True, help_text="Only requests at or above this priority."
+    )
+
+    class Meta:
+        ordering = ["queue", "tier", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(tier__lte=1), name="reach_rule_tier_0_or_1"),
+            models.CheckConstraint(
+                condition=~Q(audience="slack_channel") | (Q(channel="slack") & ~Q(slack_channel="")),
+                name="reach_rule_slack_channel_needs_id",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} tier {self.tier} {self.channel} → {self.audience}"
+
+
+class UnansweredTarget(models.TextChoices):
+    ESCALATION_QUEUE = "escalation_queue", "Move to the queue's escalation queue"
+    SUPERVISOR = "supervisor", "Assign to a supervisor of the queue"
+
+
+class EscalationPolicy(models.Model):
+    """The queue's escalation chain: T1 → tell tier 1; T2 → move the request; deadline → the expiry outcome."""
+
+    queue = models.OneToOneField(Queue, on_delete=models.CASCADE, related_name="escalation_policy")
+    unclaimed_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    unanswered_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    unanswered_goes_to = models.CharField(
+        max_length=16, choices=UnansweredTarget.choices, default=UnansweredTarget.ESCALATION_QUEUE
+    )
+
+    class Meta:
+        verbose_name_plural = "escalation policies"
+
+    def __str__(self) -> str:
+        return f"escalation of {self.queue}"
+
+
+class EmailMode(models.TextChoices):
+    EACH = "each", "An e-mail per request"
+    DIGEST = "digest", "A digest"
+    OFF = "off", "No e-mail"
+
+
+class ReviewerReach(models.Model):
+    """A reviewer's own preferences: time zone, quiet hours, e-mail mode, and the Slack account linked to them."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reach")
+    time_zone = models.CharField(max_length=64, default="UTC")
+    quiet_start = models.TimeField(null=True, blank=True)
+    quiet_end = models.TimeField(null=True, blank=True)
+    email_mode = models.CharField(max_length=8, choices=EmailMode.choices, default=EmailMode.EACH)
+    # NULL, not "": unlinked reviewers must not collide in the unique constraint.
+    slack_user_id = models.CharField(max_length=32, null=True, blank=True, unique=True)
+
+    class Meta:
+        verbose_name_plural = "reviewer reach preferences"
+
+    def __str__(self) -> str:
+        return f"reach of {self.user}"
+
+
+class NoticeStatus(models.TextChoices):
+    PENDING = "pending"
+    SENDING = "sending"
+    DIGEST = "digest"
+    SENT = "sent"
+    SKIPPED = "skipped"
+    DEAD = "dead"
+
+
+class Notice(models.Model):
+    """One notification of one request to one recipient on one channel: the row that makes it happen once."""
+
+    request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="notices")
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    # "user:<id>" or "slack:<channel id>": a reviewer or a channel is told about a request once per channel.
+    recipient = models.CharField(max_length=80)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE)
+    tier = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=NoticeStatus.choices, default=NoticeStatus.PENDING)
+    reason = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    slack_channel = models.CharField(max_length=64, blank=True)
+    slack_ts = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="notice_due")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "channel", "recipient"], name="notice_once_per_recipient"
+            ),
+            models.CheckConstraint(condition=Q(status__in=NoticeStatus.values), name="notice_status_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.recipient} ({self.status})"
+
+
+class McpGrant(models.Model):
+    """What a signed-in user let one MCP host do (OAuth consent): act as one agent on some of its queues.
+
+    The row is the consent's audit record and its off switch: every OAuth token issued from it names it in its
+    scope (`grant:<id>`), the MCP door refuses the token once `revoked_at` is set, and the row is never deleted."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="mcp_grants")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="mcp_grants")
+    queues = models.ManyToManyField(Queue, related_name="mcp_grants")
+    client_id = models.CharField(max_length=255)
+    client_name = models.CharField(max_length=255, blank=True)
+    redirect_uri = models.CharField(max_length=2048)
+    resource = models.CharField(max_length=2048)
+    created_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.client_name or self.client_id} as {self.agent} for {self.user}"
+
+
+# --- decision policies: quorum, answer rules, scripted queues (issue 15) -------------------------------------------
+
+
+class QueueMode(models.TextChoices):
+    HUMAN = "human", "People answer; rules answer what they match"
+    SCRIPTED = "scripted", "Rules answer every request at once (fixtures for agent CI)"
+
+
+class UnmatchedOutcome(models.TextChoices):
+    DECLINE = "decline", "Decline, with the reason in the result's _meta"
+    PENDING = "pending", "Leave it pending for a person"
+
+
+class QueuePolicy(models.Model):
+    """A queue's decision policy: its quorum, its mode, and the version of its ordered answer rules (bumped on every
+    rule change so each process recompiles the rules it caches)."""
+
+    queue = models.OneToOneField(Queue, on_delete=models.CASCADE, related_name="policy")
+    mode = models.CharField(max_length=16, choices=QueueMode.choices, default=QueueMode.HUMAN)
+    unmatched = models.CharField(
+        max_length=16, choices=UnmatchedOutcome.choices, default=UnmatchedOutcome.DECLINE
+    )
+    round_cap = models.PositiveSmallIntegerField(
+        default=5, help_text="Scripted mode: input-required rounds answered per tool call before declining."
+    )
+    # {"approvals": N, "groups": {"sre": 1}, "exclude_owner": bool, "veto": "any"|"none"}; NULL: one reviewer.
+    quorum = models.JSONField(null=True, blank=True)
+    rules_version = models.PositiveIntegerField(default=0, editable=False)
+
+    class Meta:
+        verbose_name_plural = "queue policies"
+        constraints = [
+            models.CheckConstraint(condition=Q(mode__in=QueueMode.values), name="queue_policy_mode_valid"),
+            models.CheckConstraint(condition=Q(round_cap__gte=1), name="queue_policy_round_cap_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"policy of {self.queue}"
+
+
+class RuleAction(models.TextChoices):
+    ACCEPT = "accept", "Accept with the given content"
+    DECLINE = "decline", "Decline"
+    CANCEL = "cancel", "Cancel"
+    ROUTE = "route", "Route to another queue"
+    REQUIRE_QUORUM = "require_quorum", "Require a quorum"
+    SET = "set", "Set priority and/or deadline"
+
+
+class AnswerRule(models.Model):
+    """One ordered answer rule of a queue: `match` (agent, server, tool, arguments, schema fingerprint, message)
+    and an action. Validated and compiled by queue/rules.py; a remembered decision is a rule with an expiry."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="answer_rules")
+    position = models.PositiveIntegerField(default=0)
+    name = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    match = models.JSONField(default=dict, blank=True)
+    action = models.CharField(max_length=16, choices=RuleAction.choices)
+    content = models.JSONField(null=True, blank=True)
+    route_to = models.ForeignKey(Queue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    priority = models.IntegerField(null=True, blank=True)
+    deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
+    quorum = models.JSONField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    remembered_from = models.ForeignKey(
+        ElicitationRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["queue", "position", "id"]
+        permissions = [("remember_decision", "Can turn an answer into a remembered decision")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=RuleAction.values), name="answer_rule_action_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(action="route") | Q(route_to__isnull=False),
+                name="answer_rule_route_needs_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} #{self.position} {self.name}"
+
+
+class Approval(models.Model):
+    """One reviewer's approval of a request's proposed answer; one per reviewer and request, enforced here."""
+
+    request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="approvals")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    group = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "reviewer"], name="approval_once_per_reviewer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} approved {self.request_id}"

@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from mcp import Client, StdioServerParameters
+from mcp import StdioServerParameters
 
 from reviewhub_client import AsyncReviewHubClient
 from reviewhub_client.mcp_bridge import ReviewHubElicitation
@@ -33,7 +33,8 @@ async def main(tool: str, arguments: dict[str, object], command: list[str]) -> N
     async with AsyncReviewHubClient() as reviewhub:  # $REVIEWHUB_URL, $REVIEWHUB_AGENT_KEY
         # timeout=None: wait as long as the request lives (its deadline ends it with the queue's expiry outcome).
         bridge = ReviewHubElicitation(reviewhub, queue=queue, timeout=None)
-        async with Client(server, elicitation_callback=bridge) as client:
+        # connect(): the bridge as elicitation callback, a real client_info, elicitation/complete forwarded.
+        async with bridge.connect(server) as client:
             print(
                 f"connected ({client.protocol_version}); calling {tool} {json.dumps(arguments)}",
                 file=sys.stderr,

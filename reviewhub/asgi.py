@@ -2,11 +2,13 @@
 
 import importlib.util
 import os
+from collections.abc import AsyncIterator, Iterator
+from typing import cast
 
 import django
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIHandler
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
 
 class OneHopASGIHandler(ASGIHandler):
@@ -16,25 +18,36 @@ class OneHopASGIHandler(ASGIHandler):
     hops to a thread and back, ~14 hops a request: a third of the server's CPU per API call (BENCHMARKS.md).
     The views are sync and long-polls wait in LongPollMiddleware in front of Django, so nothing needs the
     async chain; async views (healthz) still run on the event loop, reached through async_to_sync.
+    Django has no public switch for this, hence the override of `load_middleware` (README, dependency notes).
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        return await sync_to_async(self.get_response_read, thread_sensitive=True)(request)
+
+    def get_response_read(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if isinstance(response, StreamingHttpResponse) and not response.is_async:
+            # WhiteNoise's file responses iterate synchronously, and Django's ASGI handler would read them whole in
+            # a second thread hop (with a warning per file). Read them in this hop instead; static files are small.
+            chunks = cast(Iterator[bytes], response.streaming_content)
+            response.streaming_content = replay(list(chunks))
+        return response
+
+
+async def replay(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
 
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewhub.settings")
 django.setup(set_prefix=False)  # as get_asgi_application() does, before the routing below imports models
 django_http: ASGIHandler = OneHopASGIHandler()
 
-from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-
-if settings.SERVE_STATIC:
-    django_http = ASGIStaticFilesHandler(django_http)
-
+# Static files are served by WhiteNoise inside Django's middleware chain (settings.SERVE_STATIC), so they carry
+# the same security headers as pages.
 from elicitation.delivery.long_poll import LongPollMiddleware  # noqa: E402
 
 # Long-polls wait on the event loop in front of Django, so a waiting agent holds no thread (see waiting.py).

@@ -1,4 +1,4 @@
-"""One Redis connection pool per URL per process, for Django's Redis cache.
+"""One Redis connection pool per URL per process, for Django's Redis cache and the few direct redis-py calls.
 
 Django builds a cache object per request thread (`caches` is context-local), and each object its own
 connection pool, so under ASGI, where every request runs in a new thread, every request opened a new Redis
@@ -25,3 +25,18 @@ class SharedConnectionPool(redis.ConnectionPool):
             if pool is None:
                 pool = cls._registry[key] = super().from_url(url, **kwargs)
             return pool
+
+
+_clients: dict[tuple[str, str], redis.Redis] = {}
+
+
+def shared_client(url: str, **kwargs: Any) -> redis.Redis:
+    """A redis-py client on the process's shared pool for `url`, for what Django's cache API cannot say in one
+    round trip (the rate-limit counter). Clients are thread-safe; one is kept per URL and options."""
+    key = (url, repr(sorted(kwargs.items())))
+    client = _clients.get(key)
+    if client is None:
+        client = _clients.setdefault(
+            key, redis.Redis(connection_pool=SharedConnectionPool.from_url(url, **kwargs))
+        )
+    return client

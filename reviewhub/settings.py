@@ -8,7 +8,10 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+
+from reviewhub.rates import Rate, parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -49,17 +52,15 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def env_rate(name: str, default: str) -> str:
-    """A request rate such as `600/min` (see elicitation.api.throttling.parse_rate), or `off`."""
-    import re
-
-    raw = os.environ.get(name, default).strip().lower()
-    pattern = r"off|none|[1-9]\d*\s*/\s*\d*\s*(s|sec|second|m|min|minute|h|hour|d|day)s?"
-    if not re.fullmatch(pattern, raw):
+def env_rate(name: str, default: str) -> Rate | None:
+    """A request rate such as `600/min` (reviewhub/rates.py), or `off` (None)."""
+    raw = os.environ.get(name, default)
+    try:
+        return parse_rate(raw)
+    except ValueError:
         raise ImproperlyConfigured(
-            f"{name}={raw!r} is not a rate; use N/second, N/min, N/hour, N/day or off."
-        )
-    return raw
+            f"{name}={raw.strip().lower()!r} is not a rate; use N/second, N/min, N/hour, N/day or off."
+        ) from None
 
 
 def env_flow_keys(name: str, secret_key: str) -> dict[str, bytes]:
@@ -126,21 +127,26 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "oauth2_provider",
     "elicitation",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "elicitation.reviewer.middleware.SecurityHeadersMiddleware",
+    # Above WhiteNoise (inserted below when SERVE_STATIC), so static files carry the same headers as pages.
+    "csp.middleware.CSPMiddleware",
+    "elicitation.reviewer.middleware.PermissionsPolicyMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "elicitation.reviewer.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Signs out a session idle longer than SESSION_IDLE_TIMEOUT_SECONDS.
+    "elicitation.reviewer.session_idle.session_idle_timeout",
     "django.contrib.messages.middleware.MessageMiddleware",
     # 429 for a sign-in attempt on a username locked after repeated failures (elicitation.reviewer.login_throttle).
     "elicitation.reviewer.login_throttle.LoginThrottleMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "reviewhub.urls"
@@ -149,7 +155,8 @@ WSGI_APPLICATION = None
 
 TEMPLATES = [
     {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        # Django's engine; a stored lone surrogate renders as U+FFFD instead of failing the page.
+        "BACKEND": "elicitation.reviewer.template_backend.SurrogateSafeTemplates",
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
@@ -185,6 +192,11 @@ if DATABASE_URL:
     # max_connections (BENCHMARKS.md). The pool also bounds connections per process. 0 turns it off.
     DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 20)
     if DB_POOL_MAX_SIZE and not DATABASES["default"].get("CONN_MAX_AGE"):
+        # Each connection handed out is checked; one found dead makes the pool check all of its idle ones at
+        # once (reviewhub/db_pool.py), so after the server drops them all the next request already succeeds.
+        from reviewhub import db_pool
+
+        db_pool.install()
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": min(2, DB_POOL_MAX_SIZE),
             "max_size": DB_POOL_MAX_SIZE,
@@ -209,14 +221,29 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels and Celery --------------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+# Every Redis call (channel layer, cache and rate limits, Celery broker) gives up after these many seconds, so a
+# hung Redis (alive but not answering) costs a request at most this long; pushes are best effort either way.
+REDIS_CONNECT_TIMEOUT_SECONDS = env_int("REDIS_CONNECT_TIMEOUT_SECONDS", 2, minimum=1)
+REDIS_OPERATION_TIMEOUT_SECONDS = env_int("REDIS_OPERATION_TIMEOUT_SECONDS", 2, minimum=1)
+# While sockets are open each process checks the channel layer this often; when it answers again after failing,
+# every open socket rechecks what it waits on at once (elicitation/delivery/socket_base.py).
+CHANNEL_LAYER_PROBE_SECONDS = env_int("CHANNEL_LAYER_PROBE_SECONDS", 1, minimum=1)
+REDIS_TIMEOUTS = {
+    "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SECONDS,
+    "socket_timeout": REDIS_OPERATION_TIMEOUT_SECONDS,
+}
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": env_str("CHANNEL_LAYER_BACKEND", "channels_redis.pubsub.RedisPubSubChannelLayer"),
-            "CONFIG": {"hosts": [REDIS_URL]},
-        }
-    }
+    CHANNEL_LAYER_BACKEND = env_str("CHANNEL_LAYER_BACKEND", "channels_redis.pubsub.RedisPubSubChannelLayer")
+    layer_host: dict[str, object] = {"address": REDIS_URL, **REDIS_TIMEOUTS}
+    if CHANNEL_LAYER_BACKEND == "channels_redis.core.RedisChannelLayer":
+        # Its receive blocks in BZPOPMIN for 5 s: a shorter read timeout would cut every idle wait.
+        layer_host["socket_timeout"] = max(REDIS_OPERATION_TIMEOUT_SECONDS, 10)
+    CHANNEL_LAYERS = {"default": {"BACKEND": CHANNEL_LAYER_BACKEND, "CONFIG": {"hosts": [layer_host]}}}
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_CONNECT_TIMEOUT_SECONDS
+    CELERY_BROKER_TRANSPORT_OPTIONS = {**REDIS_TIMEOUTS}
+    # One attempt to enqueue: a webhook that could not be queued is still PENDING and retry_due_webhooks sends it.
+    CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 0}
     CELERY_TASK_ALWAYS_EAGER = False
     # Shared by every process: single-use WebSocket tickets and notification batching rely on cache.add.
     CACHES = {
@@ -224,7 +251,7 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             # One pool per process, not one per request thread (reviewhub/redis_pool.py).
-            "OPTIONS": {"pool_class": "reviewhub.redis_pool.SharedConnectionPool"},
+            "OPTIONS": {"pool_class": "reviewhub.redis_pool.SharedConnectionPool", **REDIS_TIMEOUTS},
         }
     }
 else:
@@ -245,6 +272,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 15.0,
     },
     "retry-due-webhooks": {"task": "elicitation.delivery.tasks.retry_due_webhooks", "schedule": 15.0},
+    # Reach: the escalation chain (T1, T2), notice retries and per-reviewer e-mail digests.
+    "run-escalation-chain": {
+        "task": "elicitation.delivery.reach_tasks.run_escalation_chain",
+        "schedule": 5.0,
+    },
+    "retry-due-notices": {"task": "elicitation.delivery.reach_tasks.retry_due_notices", "schedule": 15.0},
+    "send-reach-digests": {"task": "elicitation.delivery.reach_tasks.send_reach_digests", "schedule": 60.0},
 }
 # The embedded default runs those same tasks in-process (elicitation/sweeper.py, started by the ASGI app);
 # never under a test runner unless a test starts it, and off by default with REDIS_URL, where Celery beat runs them.
@@ -252,6 +286,17 @@ PERIODIC_SWEEPS_IN_PROCESS = env_bool("PERIODIC_SWEEPS_IN_PROCESS", not REDIS_UR
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 5, minimum=1)
 # Urgent-request emails are batched: the first one in a queue opens a window, one digest lists them all.
 NOTIFICATION_BATCH_SECONDS = env_int("NOTIFICATION_BATCH_SECONDS", 60, minimum=1)
+# Reach (README "Getting reviewers' attention"): Slack app credentials, where its Web API is (tests point it at
+# loopback), notice retries, digest window, and how often a page polls its waiting count.
+SLACK_BOT_TOKEN = env_str("SLACK_BOT_TOKEN")
+SLACK_SIGNING_SECRET = env_str("SLACK_SIGNING_SECRET")
+SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
+SLACK_TIMEOUT_SECONDS = env_int("SLACK_TIMEOUT_SECONDS", 10, minimum=1)
+NOTICE_MAX_ATTEMPTS = env_int("NOTICE_MAX_ATTEMPTS", 6, minimum=1)
+NOTICE_BACKOFF_BASE_SECONDS = env_int("NOTICE_BACKOFF_BASE_SECONDS", 5, minimum=1)
+NOTICE_BACKOFF_CAP_SECONDS = env_int("NOTICE_BACKOFF_CAP_SECONDS", 900, minimum=1)
+REACH_DIGEST_SECONDS = env_int("REACH_DIGEST_SECONDS", 15 * 60, minimum=1)
+BROWSER_POLL_SECONDS = env_int("BROWSER_POLL_SECONDS", 5, minimum=1)
 # Bearer token for Prometheus scraping /metrics; unset, only staff sessions may read it.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 
@@ -259,7 +304,13 @@ METRICS_TOKEN = env_str("METRICS_TOKEN")
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# A session ends after this long without a request (elicitation/reviewer/session_idle.py), and after
+# SESSION_MAX_AGE_SECONDS whatever happens.
+SESSION_IDLE_TIMEOUT_SECONDS = env_int("SESSION_IDLE_TIMEOUT_SECONDS", 8 * 3600, minimum=60)
+SESSION_COOKIE_AGE = env_int("SESSION_MAX_AGE_SECONDS", 14 * 24 * 3600, minimum=60)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -270,6 +321,48 @@ AUTHENTICATION_BACKENDS = [
 ]
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60, minimum=1)
+
+# --- OAuth 2.1 for /mcp/ (django-oauth-toolkit; elicitation/mcp/oauth.py) --------------------------------------
+# ReviewHub is both the authorization server and the protected resource; every URL is built on PUBLIC_URL so
+# the metadata, the 401 challenge and the token audience agree. Code + PKCE S256 only; tokens are bound to
+# PUBLIC_URL/mcp (RFC 8707). Clients register by metadata document (CIMD, fetched SSRF-safely) or RFC 7591.
+MCP_RESOURCE_URL = PUBLIC_URL + "/mcp"
+# While ask_reviewer waits for a human, a progress notification every this many seconds keeps the host waiting.
+MCP_PROGRESS_INTERVAL_SECONDS = env_int("MCP_PROGRESS_INTERVAL_SECONDS", 15, minimum=1)
+OAUTH2_PROVIDER = {
+    "OAUTH2_VALIDATOR_CLASS": "elicitation.mcp.oauth.ReviewHubOAuth2Validator",
+    "SCOPES": {"mcp": "Use ReviewHub's MCP tools as the agent and queues you choose"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("MCP_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int("MCP_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600, minimum=60),
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
+    "ALLOW_LOCALHOST_LOOPBACK": True,  # native hosts listen on a loopback port of their choosing (RFC 8252)
+    "OIDC_ISS_ENDPOINT": PUBLIC_URL,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,  # S256 only
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,  # tokens stored as checksums only
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
+    "DCR_ENABLED": env_bool("MCP_DYNAMIC_CLIENT_REGISTRATION", True),
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": env_bool("MCP_CLIENT_METADATA_DOCUMENTS", True),
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
+    "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+    "OAUTH2_PROTECTED_RESOURCE_IDENTIFIER": MCP_RESOURCE_URL,
+    "OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS": [PUBLIC_URL],
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "ReviewHub MCP server",
+}
+# W008 warns that `http` redirect URIs are allowed: desktop MCP hosts receive the code on an http loopback port
+# (RFC 8252), which DOT's note says to keep; PKCE makes an intercepted code useless.
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
 SECURE = env_bool("SECURE", False)  # behind HTTPS: secure cookies, HSTS, redirect
 SESSION_COOKIE_SECURE = SECURE
@@ -284,22 +377,52 @@ SECURE_PROXY_SSL_HEADER = (
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Agent text is rendered on reviewer pages, so no inline script may ever run: scripts come from our origin only.
+# django-csp writes it; the hosted flow page narrows it further (elicitation/reviewer/flow_pages.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 # API callers get a JSON error body for CSRF refusals too (pages keep Django's page).
 CSRF_FAILURE_VIEW = "elicitation.api.errors.csrf_failure"
 
 # HMAC pepper for agent and reviewer API keys: a database leak alone cannot verify guessed keys.
 API_KEY_PEPPER = env_str("API_KEY_PEPPER", SECRET_KEY)
+# Rotation window (manage.py rotate_api_key_pepper): keys hashed under these still sign in, and are re-hashed
+# under API_KEY_PEPPER when they do.
+API_KEY_PEPPER_PREVIOUS = env_list("API_KEY_PEPPER_PREVIOUS", [])
 
 # Hosted secret flows: AES-GCM keys by id (first = current), and how long an unretrieved secret is kept.
 FLOW_ENCRYPTION_KEYS = env_flow_keys("FLOW_ENCRYPTION_KEYS", SECRET_KEY)
 FLOW_RETENTION_SECONDS = env_int("FLOW_RETENTION_SECONDS", 24 * 3600, minimum=60)
+# Production refuses secrets that silently derive from SECRET_KEY: rotating SECRET_KEY (after a leak, say) must
+# not lock every agent out or make stored flow secrets unreadable, and one leaked value must not give away all.
+if env_bool("REVIEWHUB_PRODUCTION", False) and not DEBUG:
+    if not env_str("API_KEY_PEPPER") or API_KEY_PEPPER == SECRET_KEY:
+        raise ImproperlyConfigured("API_KEY_PEPPER must be set in production, and differ from SECRET_KEY.")
+    if not env_str("FLOW_ENCRYPTION_KEYS").strip():
+        raise ImproperlyConfigured(
+            "FLOW_ENCRYPTION_KEYS must be set in production (manage.py rotate_flow_key prints a key)."
+        )
 
 # Body size limit for the API (bytes); larger bodies get 413 before they are parsed.
 MAX_BODY_BYTES = env_int("MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 MAX_MESSAGE_LENGTH = env_int("MAX_MESSAGE_LENGTH", 4000, minimum=1)
 MAX_SCHEMA_PROPERTIES = env_int("MAX_SCHEMA_PROPERTIES", 50, minimum=1)
 MAX_SCHEMA_OPTIONS = env_int("MAX_SCHEMA_OPTIONS", 200, minimum=1)
+# JSON from outside (API bodies with their `context`, WebSocket frames) nested deeper than this is refused (400).
+MAX_JSON_DEPTH = env_int("MAX_JSON_DEPTH", 32, minimum=8)
 MAX_LONG_POLL_SECONDS = env_int("MAX_LONG_POLL_SECONDS", 60, minimum=1)
 # Poll the database this often while long-polling, so a lost push never strands a waiter.
 LONG_POLL_RECHECK_SECONDS = env_int("LONG_POLL_RECHECK_SECONDS", 2, minimum=1)
@@ -327,8 +450,9 @@ REVIEWER_RATE = env_rate("REVIEWER_RATE", "1200/min")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Lone surrogates and JSON nested deeper than MAX_JSON_DEPTH are refused with 400 naming the field.
+    "DEFAULT_RENDERER_CLASSES": ["elicitation.api.parsers.SafeJSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["elicitation.api.parsers.UntrustedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "elicitation.api.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
@@ -354,10 +478,16 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Set (e.g. /app/staticfiles) where collectstatic runs, as in the Docker image; unset, files come from finders.
 STATIC_ROOT = env_str("STATIC_ROOT") or None
-# The ASGI app serves /static/ itself (reviewhub/asgi.py), so one process is a complete deployment; put a
-# caching proxy in front for heavy traffic. Every middleware must stay async-capable: one sync middleware
-# would run the async long-poll views in a thread each, which is what they exist to avoid.
+# Each process serves /static/ itself with WhiteNoise, inside the middleware chain so files get the pages'
+# security headers; one process is a complete deployment. Put a caching proxy in front for heavy traffic.
 SERVE_STATIC = env_bool("SERVE_STATIC", True)
+if SERVE_STATIC:
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+    )
+# Without collectstatic (STATIC_ROOT unset) WhiteNoise indexes the finders' files when a process starts.
+WHITENOISE_USE_FINDERS = STATIC_ROOT is None
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -369,6 +499,13 @@ USE_TZ = True
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "reviewhub@localhost")
+# The SMTP server (with EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend) reach's e-mails go through.
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -14,6 +14,7 @@ urlpatterns = [
     path("flows/<uuid:flow_id>/", flow_pages.flow_page, name="flow-page"),
     path("dashboard/", dashboard.dashboard, name="metrics-dashboard"),
     path("metrics", dashboard.prometheus, name="metrics"),
+    path("", include("elicitation.mcp.oauth_urls")),  # OAuth 2.1 for /mcp/: metadata, authorize, token
     path("", include("elicitation.reviewer.urls")),
 ]
 

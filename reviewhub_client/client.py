@@ -214,6 +214,14 @@ class AsyncReviewHubClient:
             raise
         return ElicitationRequest.from_json(data)
 
+    async def complete_url(self, elicitation_id: str | None = None, *, request_id: str | None = None) -> None:
+        """Report that an out-of-band URL flow finished (what MCP's `notifications/elicitation/complete` says):
+        the reviewer's page learns it at once. Name the flow by its MCP `elicitationId` or by the request id."""
+        if bool(elicitation_id) == bool(request_id):
+            raise ValueError("give exactly one of elicitation_id and request_id")
+        body = {"elicitationId": elicitation_id} if elicitation_id else {"requestId": request_id}
+        await self._send("POST", "/api/v1/requests/url-complete", json_body=body)
+
     async def events(self, after: int = 0, *, wait: int = 0) -> EventPage:
         """The durable feed: events with a cursor above `after`, oldest first (long-polls with `wait`)."""
         params: dict[str, Any] = {"after": after}
@@ -324,6 +332,12 @@ def result_of(request_id: str, payload: Payload) -> ElicitResult:
     return ElicitResult.from_json(payload["result"])
 
 
+# A refused socket upgrade is retried after at most this long (5xx, 429, network errors), or this long for other
+# statuses (a server without the route, say): long-polls carry the waits meanwhile.
+SOCKET_RETRY_CAP_SECONDS = 5.0
+SOCKET_RETRY_SLOW_CAP_SECONDS = 60.0
+
+
 class AgentSocket:
     """One WebSocket (`/ws/agent/`) shared by every wait of a client.
 
@@ -338,7 +352,7 @@ class AgentSocket:
         self.cursor: int | None = None
         self.ahead: set[int] = set()
         self.connected = False
-        self.unusable = False  # the server has no socket route: waits long-poll only
+        self.unusable = False  # kept for callers that read it; the socket is never given up
         self._ws: ClientConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._changed: asyncio.Future[None] | None = None
@@ -400,6 +414,7 @@ class AgentSocket:
 
     async def _run(self) -> None:
         failures = 0
+        slow_retry = False
         assert self._wake is not None
         while not self._closing:
             if not self.watchers:
@@ -417,14 +432,18 @@ class AgentSocket:
                     await self._session(ws)
                     failures = 0
             except InvalidStatus as exc:
+                # Any other refused upgrade (a 5xx, a proxy's 502/503, a 404 while a deployment rolls) is
+                # temporary for all the client knows: waits long-poll meanwhile and the socket is retried with
+                # backoff for the client's whole life, never given up.
                 status = exc.response.status_code
                 if status in (401, 403):
                     self._fail_all(AuthenticationError("The agent key was refused.", status=status))
                 else:
-                    logger.warning("ReviewHub has no agent socket (%s); long-polling instead", status)
-                    self.unusable = True
-                    self._set_connected(False)
-                    return
+                    logger.info(
+                        "agent socket upgrade refused (HTTP %s); long-polling, retrying later", status
+                    )
+                    if status < 500 and status != 429:
+                        slow_retry = True
             except ConnectionClosed as exc:
                 if exc.rcvd is not None and exc.rcvd.code == CLOSE_UNAUTHORIZED:
                     self._fail_all(AuthenticationError("The agent key was refused, revoked or rotated."))
@@ -434,7 +453,10 @@ class AgentSocket:
                 self._ws = None
                 self._set_connected(False)
             failures += 1
-            await asyncio.sleep(backoff_delay(min(failures, 6), base=0.2, cap=5.0))
+            # Jittered (backoff_delay): clients cut off together do not all come back in the same instant.
+            cap = SOCKET_RETRY_SLOW_CAP_SECONDS if slow_retry else SOCKET_RETRY_CAP_SECONDS
+            slow_retry = False
+            await asyncio.sleep(backoff_delay(min(failures, 8), base=0.2, cap=cap))
 
     async def _session(self, ws: ClientConnection) -> None:
         hello = json.loads(await ws.recv())
@@ -556,6 +578,9 @@ class ReviewHubClient:
 
     def cancel(self, request_id: str) -> ElicitationRequest:
         return self._run(self._client.cancel(request_id))
+
+    def complete_url(self, elicitation_id: str | None = None, *, request_id: str | None = None) -> None:
+        self._run(self._client.complete_url(elicitation_id, request_id=request_id))
 
     def events(self, after: int = 0, *, wait: int = 0) -> EventPage:
         return self._run(self._client.events(after, wait=wait))

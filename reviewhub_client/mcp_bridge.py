@@ -21,10 +21,20 @@ and the input requests of a 2026-07-28 `InputRequiredResult` that `Client.call_t
   without content.
 
 The wait goes through `reviewhub_client`, which survives reconnects, so a human may take hours. When no human
-answer can be had — ReviewHub unreachable or refusing the request, the request expired without an outcome or
-was withdrawn, or `timeout` ran out — the callback answers `cancel` ("dismissed without a choice"): it never
-hangs the MCP session and never raises into it. A wait abandoned early (the timeout, or the MCP call being
-cancelled) withdraws the ReviewHub request so no reviewer answers a question nobody will read.
+answer can be had — ReviewHub unreachable or refusing the request, the wait lost, `timeout` run out, or a bug in
+the bridge — the callback answers with a JSON-RPC error whose message says what failed (`-32001` for the timeout,
+`-32603` otherwise): `cancel` is what a *person* says when dismissing a request, and a server must be able to tell
+the two apart. `on_failure="cancel"` keeps the old behaviour (every failure answered `cancel`). A request the
+agent withdrew answers `cancel`; an expired one answers the queue's expiry outcome. A wait abandoned early (the
+timeout, or the MCP call being cancelled) withdraws the ReviewHub request so no reviewer answers a question
+nobody will read.
+
+`bridge.connect(server)` opens an `mcp.Client` with the bridge as its elicitation callback, a real `client_info`
+(`reviewhub-bridge` and this package's version) and a message handler that forwards the server's
+`notifications/elicitation/complete` (URL mode) to ReviewHub (`complete_url`), so the reviewer's page learns at
+once that the out-of-band flow finished. Calls made with `bridge.call_tool` carry their tool name and arguments to
+the reviewer; over streamable HTTP (`bridge.http_client()`), each `elicitation/create` is matched to its
+`tools/call` by JSON-RPC request id on the wire, so concurrent calls on one session keep their own.
 
 Importable without Django; needs `mcp` only when imported.
 """
@@ -35,20 +45,29 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Literal
 
 import anyio
+import httpx2
 import mcp.types as types
+from mcp import Client
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from reviewhub_client.errors import RequestWithdrawn, ReviewHubError, WaitTimeout
 
 logger = logging.getLogger(__name__)
+
+try:
+    VERSION = version("reviewhub")
+except PackageNotFoundError:  # run from a checkout
+    VERSION = "0.1.0"
 
 
 @dataclass(frozen=True)
@@ -109,6 +128,9 @@ class Hub:
     async def cancel(self, request_id: str) -> None:
         await self._call("cancel", request_id)
 
+    async def complete_url(self, elicitation_id: str) -> None:
+        await self._call("complete_url", elicitation_id)
+
     async def list_requests(self, status: str) -> list[dict[str, Any]]:
         """The agent's requests in the API's JSON shape (`open`, `closed` or `all`)."""
         return [row.to_dict() for row in await self._call("list_requests", status)]
@@ -130,23 +152,46 @@ async def withdraw_quietly(hub: Hub, request_id: str) -> None:
             logger.info("could not withdraw ReviewHub request %s: %r", request_id, exc)
 
 
-async def ask_and_wait(
+class BridgeFailure(Exception):
+    """No human answer can be had; `error` is what the MCP server is told (see the module's policy)."""
+
+    def __init__(self, error: types.ErrorData) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+async def ask(
     hub: Hub, body: Mapping[str, Any], *, idempotency_key: str, timeout: float | None
 ) -> types.ElicitResult:
-    """Post one request and wait for its outcome, as an `ElicitResult` (see the module's policy)."""
+    """Post one request and wait for the human's outcome; raises BridgeFailure when there will be none."""
     try:
         request_id = await hub.create(body, idempotency_key)
     except ReviewHubError as exc:
-        logger.warning("ReviewHub refused or could not take the elicitation; answering cancel: %s", exc)
+        raise BridgeFailure(
+            types.ErrorData(
+                code=types.INTERNAL_ERROR, message=f"ReviewHub could not take the question: {exc}"
+            )
+        ) from exc
+    return await wait_for_answer(hub, request_id, timeout)
+
+
+async def ask_and_wait(
+    hub: Hub, body: Mapping[str, Any], *, idempotency_key: str, timeout: float | None
+) -> types.ElicitResult:
+    """`ask`, with every failure answered `cancel` (the old policy, kept for `on_failure="cancel"`)."""
+    try:
+        return await ask(hub, body, idempotency_key=idempotency_key, timeout=timeout)
+    except BridgeFailure as failure:
+        logger.warning("%s; answering cancel", failure)
         return types.ElicitResult(action="cancel")
-    return await wait_for_outcome(hub, request_id, timeout)
 
 
-async def wait_for_outcome(
+async def wait_for_answer(
     hub: Hub, request_id: str, timeout: float | None, *, withdraw_on_cancel: bool = True
 ) -> types.ElicitResult:
-    """Wait for a posted request. Cancel (and withdraw) when no human answer can be had. A cancelled wait
-    withdraws too, unless the caller keeps the request for a later resume (`withdraw_on_cancel=False`)."""
+    """Wait for a posted request; raises BridgeFailure (after withdrawing it) when no human answer can be had.
+    A cancelled wait withdraws too, unless the caller keeps the request for a later resume
+    (`withdraw_on_cancel=False`)."""
     try:
         return to_mcp(await hub.wait(request_id, timeout))
     except anyio.get_cancelled_exc_class():
@@ -156,11 +201,25 @@ async def wait_for_outcome(
     except RequestWithdrawn:
         return types.ElicitResult(action="cancel")
     except WaitTimeout:
-        logger.info("no answer to ReviewHub request %s within %s s; answering cancel", request_id, timeout)
+        error = types.ErrorData(
+            code=types.REQUEST_TIMEOUT,
+            message=f"No ReviewHub reviewer answered within {timeout} s; the request was withdrawn.",
+        )
     except ReviewHubError as exc:
-        logger.warning("lost ReviewHub request %s; answering cancel: %s", request_id, exc)
+        error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"ReviewHub lost the request: {exc}")
     await withdraw_quietly(hub, request_id)
-    return types.ElicitResult(action="cancel")
+    raise BridgeFailure(error)
+
+
+async def wait_for_outcome(
+    hub: Hub, request_id: str, timeout: float | None, *, withdraw_on_cancel: bool = True
+) -> types.ElicitResult:
+    """`wait_for_answer`, with every failure answered `cancel` (input-required rounds keep that policy)."""
+    try:
+        return await wait_for_answer(hub, request_id, timeout, withdraw_on_cancel=withdraw_on_cancel)
+    except BridgeFailure as failure:
+        logger.warning("ReviewHub request %s: %s; answering cancel", request_id, failure)
+        return types.ElicitResult(action="cancel")
 
 
 def request_body(
@@ -188,6 +247,93 @@ def request_body(
     return body
 
 
+# --- which tools/call an elicitation belongs to, read off the wire ------------------------------------------------
+
+
+class RequestLinks:
+    """What the streamable HTTP wire says: each `tools/call` (id → name, arguments) and each server request that
+    arrived on a call's response stream (its id → the call's id). Entries go when their call's stream ends."""
+
+    def __init__(self) -> None:
+        self.calls: dict[Any, ToolCall] = {}
+        self.related: dict[Any, Any] = {}
+
+    def call_for(self, server_request_id: Any) -> ToolCall | None:
+        call_id = self.related.get(server_request_id)
+        return self.calls.get(call_id) if call_id is not None else None
+
+    def sent(self, body: bytes) -> Any:
+        """Note a POSTed `tools/call`; returns its id (None for anything else)."""
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return None
+        if isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message:
+            params = message.get("params") or {}
+            self.calls[message["id"]] = ToolCall(str(params.get("name")), dict(params.get("arguments") or {}))
+            return message["id"]
+        return None
+
+    def received(self, call_id: Any, line: bytes) -> None:
+        if not line.startswith(b"data:"):
+            return
+        try:
+            message = json.loads(line[5:])
+        except ValueError:
+            return
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            self.related[message["id"]] = call_id
+
+    def done(self, call_id: Any) -> None:
+        self.calls.pop(call_id, None)
+        for key in [key for key, value in self.related.items() if value == call_id]:
+            del self.related[key]
+
+
+class _LinkingStream(httpx2.AsyncByteStream):
+    """A response stream passed through unchanged while its SSE `data:` lines are read for server requests."""
+
+    def __init__(self, inner: Any, links: RequestLinks, call_id: Any) -> None:
+        self.inner = inner
+        self.links = links
+        self.call_id = call_id
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = b""
+        async for chunk in self.inner:
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self.links.received(self.call_id, line.rstrip(b"\r"))
+            yield chunk
+
+    async def aclose(self) -> None:
+        self.links.done(self.call_id)
+        await self.inner.aclose()
+
+
+class LinkingTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, inner: httpx2.AsyncBaseTransport, links: RequestLinks) -> None:
+        self.inner = inner
+        self.links = links
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        call_id = self.links.sent(request.content) if request.method == "POST" else None
+        response = await self.inner.handle_async_request(request)
+        if call_id is None:
+            return response
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_LinkingStream(response.stream, self.links, call_id),
+            request=request,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 # --- the elicitation callback ---------------------------------------------------------------------------------------
 
 
@@ -201,6 +347,8 @@ class ReviewHubElicitation:
         timeout: seconds to wait for a human before answering `cancel` and withdrawing; None waits until the
             request closes (its deadline ends it with the queue's expiry outcome).
         priority, expires_in, context: passed through to every request (`context` is merged under `mcp`).
+        on_failure: "error" (default) answers a failure with a JSON-RPC error; "cancel" answers it `cancel`, as
+            bridges before 0.2 did.
     """
 
     def __init__(
@@ -213,8 +361,13 @@ class ReviewHubElicitation:
         priority: int = 0,
         expires_in: int | None = None,
         context: Mapping[str, Any] | None = None,
+        on_failure: Literal["error", "cancel"] = "error",
     ) -> None:
+        if on_failure not in ("error", "cancel"):
+            raise ValueError("on_failure is 'error' or 'cancel'")
         self.hub = Hub.of(client)
+        self.on_failure = on_failure
+        self.wire = RequestLinks()
         self.queue = queue
         self.server_name = server_name
         self.timeout = timeout
@@ -235,15 +388,48 @@ class ReviewHubElicitation:
             expires_in=self.expires_in,
         )
         try:
-            return await ask_and_wait(
+            return await ask(
                 self.hub, body, idempotency_key=f"mcp-elicit:{uuid.uuid4()}", timeout=self.timeout
             )
         except anyio.get_cancelled_exc_class():
             raise
-        except Exception:
-            # A bug here must not become an error inside the MCP session: as if the human never answered.
-            logger.exception("ReviewHub elicitation bridge failed; answering cancel")
-            return types.ElicitResult(action="cancel")
+        except BridgeFailure as failure:
+            logger.warning("ReviewHub elicitation failed: %s", failure)
+            return self.failed(failure.error)
+        except Exception as exc:
+            # A bug here must not tear down the MCP session: the server hears an error it can report.
+            logger.exception("ReviewHub elicitation bridge failed")
+            return self.failed(
+                types.ErrorData(code=types.INTERNAL_ERROR, message=f"The ReviewHub bridge failed: {exc!r}")
+            )
+
+    def failed(self, error: types.ErrorData) -> types.ElicitResult | types.ErrorData:
+        return types.ElicitResult(action="cancel") if self.on_failure == "cancel" else error
+
+    @property
+    def client_info(self) -> types.Implementation:
+        return types.Implementation(
+            name="reviewhub-bridge", title="ReviewHub elicitation bridge", version=VERSION
+        )
+
+    def connect(self, server: Any, **kwargs: Any) -> Client:
+        """An `mcp.Client` for `server` with this bridge as its elicitation callback and message handler."""
+        kwargs.setdefault("client_info", self.client_info)
+        return Client(server, elicitation_callback=self, message_handler=self.message_handler, **kwargs)
+
+    async def message_handler(self, message: Any) -> None:
+        """Forward `notifications/elicitation/complete` (URL mode) to ReviewHub; everything else is ignored."""
+        if isinstance(message, types.ElicitCompleteNotification):
+            try:
+                await self.hub.complete_url(message.params.elicitation_id)
+            except Exception as exc:  # a notification: nobody to report to but the log
+                logger.warning("could not forward elicitation/complete to ReviewHub: %r", exc)
+
+    def http_client(self, **kwargs: Any) -> httpx2.AsyncClient:
+        """An `httpx2.AsyncClient` for `streamable_http_client(url, http_client=...)` that matches every
+        `elicitation/create` to the `tools/call` whose response stream carried it, by JSON-RPC id."""
+        inner = kwargs.pop("transport", None) or httpx2.AsyncHTTPTransport()
+        return httpx2.AsyncClient(transport=LinkingTransport(inner, self.wire), **kwargs)
 
     def mcp_context(self, context: ClientRequestContext) -> dict[str, Any]:
         session: ClientSession = context.session
@@ -258,7 +444,7 @@ class ReviewHubElicitation:
             mcp["inputKey"] = str(context.request_id)
         else:
             mcp["requestId"] = context.request_id
-        call = self.current_call()
+        call = self.wire.call_for(context.request_id) or self.current_call()
         if call is not None:
             mcp["tool"] = call.name
             mcp["arguments"] = dict(call.arguments or {})

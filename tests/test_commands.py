@@ -28,7 +28,11 @@ def works(key: str, path: str = "/api/v1/events") -> bool:
 def test_seed_demo_twice_leaves_one_of_each_and_the_latest_keys_work() -> None:
     first = run("seed_demo")
     second = run("seed_demo")
-    assert (Queue.objects.count(), User.objects.count(), Agent.objects.count()) == (1, 1, 1)
+    assert (Queue.objects.count(), User.objects.count(), Agent.objects.count()) == (
+        1,
+        2,
+        1,
+    )  # reviewer, admin
     old_key = first[-1].removeprefix("AGENT_KEY=")
     new_key = second[-1].removeprefix("AGENT_KEY=")
     new_token = second[-2].removeprefix("REVIEWER_TOKEN=")

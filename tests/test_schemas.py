@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 import math
 import string
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
 
+from elicitation.queue import schemas as schemas_module
 from elicitation.queue.schemas import (
+    MCP_REVISIONS,
     QUESTION_KINDS,
     TEXT_FORMATS,
     AnswerInvalid,
@@ -19,6 +25,7 @@ from elicitation.queue.schemas import (
     Question,
     SchemaInvalid,
     SchemaLimits,
+    mcp_spec_accepts,
     parse_requested_schema,
     questions_from_json,
     questions_to_json,
@@ -345,16 +352,54 @@ def test_it_rejects_too_many_properties() -> None:
     ("name", "path"),
     [
         ("", '$.properties[""]'),
-        ("a b", '$.properties["a b"]'),
         ("x" * 65, "$.properties." + "x" * 65),
-        ("caf\u00e9", '$.properties["caf\\u00e9"]'),
-        ("a/b", '$.properties["a/b"]'),
-        ("<script>", '$.properties["<script>"]'),
         ("a\n", '$.properties["a\\n"]'),
+        ("a\r", '$.properties["a\\r"]'),
+        ("nul\x00", '$.properties["nul\\u0000"]'),
+        ("del\x7f", '$.properties["del\\u007f"]'),
+        ("c1\x85", '$.properties["c1\\u0085"]'),
+        ("half\ud800", '$.properties["half\\ud800"]'),
     ],
 )
-def test_it_rejects_property_names_unfit_for_form_fields(name: str, path: str) -> None:
-    assert_rejected(schema_with({name: {"type": "boolean"}}), path, "must be 1-64 characters")
+def test_it_rejects_empty_over_long_and_control_character_property_names(name: str, path: str) -> None:
+    assert_rejected(
+        schema_with({name: {"type": "boolean"}}),
+        path,
+        "must be 1-64 characters, none of them a control character",
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "citt\u00e0",
+        "a b",
+        " leading and trailing ",
+        "a/b",
+        "<script>alert(1)</script>",
+        'quote " and \\ backslash',
+        "\u65e5\u672c\u8a9e",
+        "emoji \U0001f600",
+        "dots.and-dashes_",
+        "$",
+        "\u202eoverride",
+        "x" * 64,
+    ],
+)
+def test_it_accepts_every_non_empty_property_name_the_spec_allows(name: str) -> None:
+    schema = schema_with({name: {"type": "string"}}, required=[name])
+
+    [question] = parse_requested_schema(schema)
+
+    assert mcp_spec_accepts(schema)
+    assert (question.id, question.title, question.required) == (name, name, True)
+    assert validate_content([question], {name: "x"}) == {name: "x"}
+
+
+def test_errors_under_non_ascii_names_keep_the_name_readable_in_the_path() -> None:
+    errors = schema_errors(schema_with({"citt\u00e0": {"type": "integer", "minimum": "low"}}))
+
+    assert errors == [{"path": '$.properties["citt\u00e0"].minimum', "reason": "must be a number"}]
 
 
 def test_it_accepts_property_names_at_the_64_character_limit() -> None:
@@ -503,8 +548,9 @@ def test_it_rejects_a_non_boolean_sensitive_flag() -> None:
         ({"type": "string", "minLength": -1}, ".minLength", "must be a non-negative integer"),
         ({"type": "string", "maxLength": 2.5}, ".maxLength", "must be a non-negative integer"),
         ({"type": "string", "maxLength": True}, ".maxLength", "must be a non-negative integer"),
-        ({"type": "string", "format": "ipv4"}, ".format", "must be one of: email, uri, date, date-time"),
-        ({"type": "string", "format": 1}, ".format", "must be one of: email, uri, date, date-time"),
+        # The list is the MCP definition's own, in its order.
+        ({"type": "string", "format": "ipv4"}, ".format", "must be one of: date, date-time, email, uri"),
+        ({"type": "string", "format": 1}, ".format", "must be one of: date, date-time, email, uri"),
         ({"type": "number", "minimum": "1"}, ".minimum", "must be a number"),
         ({"type": "number", "minimum": True}, ".minimum", "must be a number"),
         ({"type": "number", "maximum": math.nan}, ".maximum", "must be a number"),
@@ -1037,7 +1083,10 @@ FORMAT_EXAMPLES = {
     "date": ["2025-06-18", "2024-02-29", "1999-12-31"],
     "date-time": ["2025-06-18T12:00:00Z", "2024-02-29T23:59:59.123+05:30", "1999-12-31T00:00:00-08:00"],
 }
-PROPERTY_NAMES = st.text(alphabet=string.ascii_letters + string.digits + "_.-", min_size=1, max_size=64)
+# Any non-empty name MCP allows, in any script, except controls and lone surrogates (see the rejection test).
+PROPERTY_NAMES = st.text(
+    alphabet=st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=64
+) | st.text(alphabet=string.ascii_letters + string.digits + "_.-", min_size=1, max_size=64)
 SHORT_TEXT = st.text(max_size=20)
 OPTION_VALUES = st.lists(st.text(max_size=12), min_size=1, max_size=8, unique=True)
 FINITE_FLOATS = st.floats(min_value=-1e9, max_value=1e9, allow_nan=False, allow_infinity=False)
@@ -1248,6 +1297,7 @@ def test_it_accepts_every_generated_mcp_schema(generated: tuple[dict[str, Any], 
     questions = parse_requested_schema(schema)
 
     assert {question.id: question.kind for question in questions} == expected_kinds
+    assert mcp_spec_accepts(schema)
     assert {question.id for question in questions if question.required} == set(schema.get("required", []))
     assert all(question.kind in QUESTION_KINDS for question in questions)
 
@@ -1294,6 +1344,7 @@ def test_an_extra_answer_key_is_rejected_by_name(
     generated: tuple[list[Question], dict[str, Any]], key: str
 ) -> None:
     questions, content = generated
+    assume(key not in {question.id for question in questions})  # names are free text: "$" can be a question
 
     with pytest.raises(AnswerInvalid) as caught:
         validate_content(questions, {**content, key: "x"})
@@ -1355,6 +1406,8 @@ def test_arbitrary_input_either_parses_or_fails_with_paths(schema: Any) -> None:
         )
     else:
         assert all(question.kind in QUESTION_KINDS for question in questions)
+        # ReviewHub is never looser than MCP: whatever it accepts, some MCP revision accepts.
+        assert mcp_spec_accepts(schema)
 
 
 def test_it_accepts_additional_properties_false_as_zod_and_pydantic_emit_it() -> None:
@@ -1367,3 +1420,219 @@ def test_it_rejects_other_additional_properties_values_with_path() -> None:
     with pytest.raises(SchemaInvalid) as error:
         parse_requested_schema(schema)
     assert error.value.errors == [{"path": "$.additionalProperties", "reason": "may only be false"}]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Built on the official MCP definitions shipped with the package
+# ---------------------------------------------------------------------------------------------------
+
+SHIPPED_DEFINITIONS = Path(schemas_module.__file__).with_name("mcp_elicitation_schema.json")
+
+
+def revision_validator(revision: str) -> Draft202012Validator:
+    """One MCP revision's requestedSchema, straight from the shipped copy of its official definitions."""
+    spec = json.loads(SHIPPED_DEFINITIONS.read_text(encoding="utf-8"))
+    registry: Registry[Any] = Registry().with_resource(spec["$id"], DRAFT202012.create_resource(spec)).crawl()
+    [reference] = [
+        entry["$ref"]
+        for entry in spec["$defs"]["requestedSchema"]["anyOf"]
+        if entry["$ref"].startswith(f"urn:mcp:schema:{revision}#")
+    ]
+    return Draft202012Validator({"$ref": reference}, registry=registry)
+
+
+def test_the_shipped_definitions_are_a_valid_json_schema_naming_their_source() -> None:
+    spec = json.loads(SHIPPED_DEFINITIONS.read_text(encoding="utf-8"))
+
+    Draft202012Validator.check_schema(spec)
+    assert {f"mcp-{revision}" for revision in MCP_REVISIONS} <= set(spec["$defs"])
+    assert all(revision in spec["description"] for revision in MCP_REVISIONS)
+    assert "official MCP JSON schemas" in spec["description"]
+
+
+# What each revision added is accepted whichever revision the agent speaks.
+REVISION_EXAMPLES = [
+    ({"type": "string", "enum": ["s", "m"], "enumNames": ["Small", "Medium"]}, {"2025-06-18", "2025-11-25"}),
+    ({"type": "boolean", "default": True}, {"2025-06-18", "2025-11-25"}),
+    ({"type": "string", "oneOf": [{"const": "a", "title": "A"}]}, {"2025-11-25"}),
+    ({"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "minItems": 1}, {"2025-11-25"}),
+    ({"type": "array", "items": {"anyOf": [{"const": "a", "title": "A"}]}, "default": ["a"]}, {"2025-11-25"}),
+]
+
+
+@pytest.mark.parametrize(("definition", "revisions"), REVISION_EXAMPLES)
+def test_it_accepts_what_any_mcp_revision_accepts(definition: dict[str, Any], revisions: set[str]) -> None:
+    schema = schema_with({"field": definition})
+
+    assert {
+        revision for revision in MCP_REVISIONS if revision_validator(revision).is_valid(schema)
+    } >= revisions
+    assert mcp_spec_accepts(schema)
+    assert parse_requested_schema(schema)[0].id == "field"
+
+
+def test_2025_06_18_alone_had_no_multi_select_yet_the_union_accepts_it() -> None:
+    schema = schema_with({"tags": {"type": "array", "items": {"type": "string", "enum": ["a"]}}})
+
+    assert not revision_validator("2025-06-18").is_valid(schema)
+    assert revision_validator("2026-07-28").is_valid(schema)
+    assert [question.kind for question in parse_requested_schema(schema)] == ["multi-select"]
+
+
+def test_integral_float_counts_are_integers_as_in_json_schema() -> None:
+    schema = schema_with({"field": {"type": "string", "minLength": 2.0, "maxLength": 5.0}})
+
+    assert mcp_spec_accepts(schema)
+    question = parse_requested_schema(schema)[0]
+    assert (question.min, question.max) == (2, 5)
+    assert all(type(value) is int for value in (question.min, question.max))
+
+
+# ReviewHub's rules on top of MCP: each schema here is valid MCP, and refused with this path and reason.
+STRICTER_RULES = [
+    ({"type": "string", "pattern": "^a"}, ".pattern", "is not allowed on a text question"),
+    ({"type": "string", "enum": []}, ".enum", "must be a non-empty array"),
+    ({"type": "string", "enum": ["a", "a"]}, ".enum[1]", "duplicates an earlier option"),
+    ({"type": "string", "enum": ["a"], "default": "b"}, ".default", "must be one of: a"),
+    ({"type": "string", "enum": ["a", "b"], "enumNames": ["A"]}, ".enumNames", "one name per enum value"),
+    ({"type": "string", "enum": ["a"], "oneOf": [{"const": "a", "title": "A"}]}, "", "not both"),
+    ({"type": "string", "minLength": -1}, ".minLength", "must be a non-negative integer"),
+    ({"type": "string", "minLength": 5, "maxLength": 4}, ".minLength", "must not be greater than maxLength"),
+    ({"type": "string", "maxLength": 10_001}, ".maxLength", "must be at most 10000"),
+    ({"type": "string", "format": "email", "default": "nobody"}, ".default", "must be a valid email address"),
+    ({"type": "string", "default": 5}, ".default", "must be a string"),
+    ({"type": "integer", "minimum": 1.5}, ".minimum", "must be an integer"),
+    ({"type": "number", "minimum": 5, "maximum": 4}, ".minimum", "must not be greater than maximum"),
+    ({"type": "string", "title": "x" * 10_001}, ".title", "must be at most 10000 characters"),
+    (
+        {"type": "array", "items": {"type": "string", "enum": ["a"]}, "minItems": 2},
+        ".minItems",
+        "must not be greater than the number of options (1)",
+    ),
+    (
+        {"type": "array", "items": {"anyOf": [{"const": "a", "title": "A"}], "type": "number"}},
+        ".items.type",
+        '"string"',
+    ),
+]
+
+
+@pytest.mark.parametrize(("definition", "subpath", "reason"), STRICTER_RULES)
+def test_reviewhub_rules_on_top_of_mcp_refuse_valid_mcp_with_path(
+    definition: dict[str, Any], subpath: str, reason: str
+) -> None:
+    assert mcp_spec_accepts(schema_with({"field": definition}))
+    assert_property_rejected(definition, subpath, reason)
+
+
+@pytest.mark.parametrize(
+    ("schema", "path", "reason"),
+    [
+        (schema_with({"a": {"type": "boolean"}}, required=["ghost"]), "$.required[0]", "is not a property"),
+        (schema_with({}, additionalProperties=True), "$.additionalProperties", "may only be false"),
+        (schema_with({}, title=1), "$.title", "must be a string"),
+        (schema_with({}, **{"$defs": {}}), "$.$defs", "definitions are not supported"),
+        (schema_with({"": {"type": "boolean"}}), '$.properties[""]', "must be 1-64 characters"),
+        (schema_with({"a\nb": {"type": "boolean"}}), '$.properties["a\\nb"]', "control character"),
+    ],
+)
+def test_reviewhub_root_rules_on_top_of_mcp_refuse_valid_mcp_with_path(
+    schema: dict[str, Any], path: str, reason: str
+) -> None:
+    assert mcp_spec_accepts(schema)
+    assert_rejected(schema, path, reason)
+
+
+def test_size_limits_apply_to_valid_mcp() -> None:
+    schema = schema_with({f"p{index}": {"type": "string", "enum": ["a", "b", "c"]} for index in range(3)})
+
+    assert mcp_spec_accepts(schema)
+    assert_rejected(
+        schema, "$.properties", "must have at most 2 properties", limits=SchemaLimits(max_properties=2)
+    )
+    assert_rejected(
+        schema, "$.properties.p0.enum", "must have at most 2 options", limits=SchemaLimits(max_options=2)
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "path", "reason"),
+    [
+        (
+            {"type": "object", "properties": {}, "required": "a"},
+            "$.required",
+            "must be an array of property names",
+        ),
+        (
+            schema_with({"a": {"type": "string", "minLength": "3"}}),
+            "$.properties.a.minLength",
+            "non-negative integer",
+        ),
+        (schema_with({"a": {"type": "array"}}), "$.properties.a.items", "is required"),
+        (
+            schema_with({"a": {"type": "array", "items": {"enum": ["x"], "type": 1}}}),
+            "$.properties.a.items.type",
+            'must be "string"',
+        ),
+    ],
+)
+def test_what_mcp_refuses_is_refused_with_the_path_of_the_offending_keyword(
+    schema: dict[str, Any], path: str, reason: str
+) -> None:
+    assert not mcp_spec_accepts(schema)
+    assert_rejected(schema, path, reason)
+
+
+@pytest.mark.parametrize(
+    ("definition", "subpath", "reason"),
+    [
+        ({"type": "string", "enum": ["x", 1]}, ".enum[1]", "must be a string"),
+        ({"type": "string", "oneOf": [{"title": "A"}]}, ".oneOf[0].const", "is required"),
+        ({"type": "string", "enum": "red"}, ".enum", "must be a non-empty array"),
+    ],
+)
+def test_a_malformed_select_is_refused_although_mcp_would_read_it_as_plain_text(
+    definition: dict[str, Any], subpath: str, reason: str
+) -> None:
+    # MCP's StringSchema leaves undeclared keywords open, so it accepts these as text questions; ReviewHub reads
+    # enum and oneOf as the options they are meant to be, checked against the select definitions.
+    assert mcp_spec_accepts(schema_with({"field": definition}))
+    assert_property_rejected(definition, subpath, reason)
+
+
+def union_by_python_jsonschema() -> Draft202012Validator:
+    spec = json.loads(SHIPPED_DEFINITIONS.read_text(encoding="utf-8"))
+    registry: Registry[Any] = Registry().with_resource(spec["$id"], DRAFT202012.create_resource(spec)).crawl()
+    return Draft202012Validator({"$ref": f"{spec['$id']}#/$defs/requestedSchema"}, registry=registry)
+
+
+PYTHON_UNION = union_by_python_jsonschema()
+# JSON as agents send it: no NaN or infinities (which the two engines type differently, and JSON cannot carry).
+STRICT_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | FINITE_FLOATS
+    | st.text(max_size=8)
+    | SCHEMA_WORDS,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(SCHEMA_WORDS | st.text(max_size=6), children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@PROPERTY_TEST_SETTINGS
+@given(
+    st.one_of(
+        mcp_schemas().map(lambda generated: generated[0]),
+        STRICT_JSON,
+        st.builds(lambda f: schema_with({"f": f}), STRICT_JSON),
+    )
+)
+def test_the_runtime_validator_and_the_reference_implementation_agree_on_what_mcp_accepts(
+    schema: Any,
+) -> None:
+    # Runtime checks use jsonschema_rs for speed; the reference `jsonschema` package must reach the same verdict.
+    assert mcp_spec_accepts(schema) == PYTHON_UNION.is_valid(schema)

@@ -2,6 +2,7 @@
 (in the response that issued them, never stored), hosted-flow ciphertext and answers are never rendered, and the
 audit trail is read-only."""
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,10 +16,16 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
 
-from elicitation.delivery import tasks, webhooks
+from elicitation.admin import (
+    mcp_grants,  # noqa: F401 - registers the MCP OAuth consents
+    policies,  # noqa: F401 - registers decision policies and rules
+    reach,  # noqa: F401 - registers reach rules, escalation policies, reviewer preferences and notices
+)
+from elicitation.delivery import tasks
 from elicitation.models import (
     OPEN_STATUSES,
     Agent,
@@ -491,17 +498,8 @@ HIDDEN = "(hidden: collected by a hosted flow)"
 
 @admin.register(ElicitationRequest)
 class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = [
-        "short_id",
-        "queue",
-        "agent",
-        "status",
-        "action",
-        "priority",
-        "created_at",
-        "deadline",
-        "claimed_by",
-    ]
+    list_display = ["excerpt", "queue", "agent", "status", "action", "priority", "age", "claimed_by"]
+    list_display_links = ["excerpt"]
     list_filter = ["status", "queue", "agent", ("created_at", DateFieldListFilter), "action", "mode"]
     search_fields = ["id", "message", "agent__name", "idempotency_key", "elicitation_id"]
     date_hierarchy = "created_at"
@@ -513,7 +511,16 @@ class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         (None, {"fields": ["id", "queue", "agent", "status", "priority", "mode", "hosted_flow_status"]}),
         (
             "Request",
-            {"fields": ["message", "context", "url", "elicitation_id", "questions", "requested_schema"]},
+            {
+                "fields": [
+                    "message",
+                    "context",
+                    "url",
+                    "elicitation_id",
+                    "questions_table",
+                    "requested_schema",
+                ]
+            },
         ),
         (
             "Lifecycle",
@@ -530,7 +537,7 @@ class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
                 ]
             },
         ),
-        ("Result", {"fields": ["action", "answer", "answered_by"]}),
+        ("Result", {"fields": ["action", "answer_table", "answered_by"]}),
         ("Delivery", {"fields": ["callback_url", "idempotency_key"]}),
     ]
     readonly_fields = [
@@ -546,6 +553,8 @@ class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "url",
         "elicitation_id",
         "questions",
+        "questions_table",
+        "answer_table",
         "requested_schema",
         "created_at",
         "deadline",
@@ -579,6 +588,54 @@ class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def hosted_flow_status(self, obj: ElicitationRequest) -> str:
         flow = getattr(obj, "hosted_flow", None)
         return str(flow.status) if flow is not None else "-"
+
+    @admin.display(description="Message", ordering="message")
+    def excerpt(self, obj: ElicitationRequest) -> str:
+        text = " ".join(obj.message.split())
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.display(description="Age", ordering="created_at")
+    def age(self, obj: ElicitationRequest) -> str:
+        return timesince(obj.created_at, timezone.now())
+
+    @admin.display(description="Questions")
+    def questions_table(self, obj: ElicitationRequest) -> SafeString | str:
+        rows = [
+            (q.get("id", ""), q.get("title") or "", q.get("kind", ""), "yes" if q.get("required") else "no")
+            for q in (obj.questions or [])
+            if isinstance(q, dict)
+        ]
+        if not rows:
+            return "-"
+        body = format_html_join(
+            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>", rows
+        )
+        return format_html(
+            '<table class="readable-table"><thead><tr><th>Id</th><th>Title</th><th>Kind</th><th>Required</th>'
+            "</tr></thead><tbody>{}</tbody></table>",
+            body,
+        )
+
+    @admin.display(description="Content sent")
+    def answer_table(self, obj: ElicitationRequest) -> SafeString | str:
+        content = self.answer(obj)
+        if not isinstance(content, dict):
+            return str(content)
+        titles = {
+            q.get("id"): q.get("title") or q.get("id") for q in (obj.questions or []) if isinstance(q, dict)
+        }
+        rows = [
+            (titles.get(key, key), key, json.dumps(value, ensure_ascii=False))
+            for key, value in content.items()
+        ]
+        if not rows:
+            return "(accepted with no content)"
+        body = format_html_join("", "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>", rows)
+        return format_html(
+            '<table class="readable-table"><thead><tr><th>Question</th><th>Id</th><th>Answer</th></tr></thead>'
+            "<tbody>{}</tbody></table>",
+            body,
+        )
 
     @admin.display(description="Content")
     def answer(self, obj: ElicitationRequest) -> Any:
@@ -793,8 +850,7 @@ class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def replay(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
         count = 0
         for delivery in queryset:
-            delivery_id = str(webhooks.replay_delivery(delivery).pk)
-            transaction.on_commit(lambda delivery_id=delivery_id: tasks.enqueue(delivery_id), robust=True)  # type: ignore[misc]
+            tasks.replay(delivery)
             count += 1
         self.message_user(request, f"Queued {count} delivery(ies) again.", messages.SUCCESS)
 

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from elicitation.queue.errors import DomainError
+from elicitation.queue.keys import bearer_token
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,16 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         response.data = error_body("invalid", "The request is not valid.", flatten_errors(exc.detail))
     elif isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         response.status_code = status.HTTP_401_UNAUTHORIZED
-        response.data = error_body("unauthenticated", str(exc.detail))
+        detail = str(exc.detail)
+        request = context.get("request")
+        if (
+            isinstance(exc, exceptions.NotAuthenticated)
+            and request is not None
+            and bearer_token(request.headers)
+        ):
+            # A key was sent but no authenticator of this endpoint recognised it: say so, not "not provided".
+            detail = "Invalid API key: unknown, revoked, or not a key this endpoint accepts."
+        response.data = error_body("unauthenticated", detail)
     elif isinstance(exc, exceptions.APIException):
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else "error"
         response.data = error_body(str(code), str(exc.detail))

@@ -8,9 +8,20 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from elicitation.models import Action, DraftState, ElicitationRequest, Mode
-from elicitation.queue import clock
+from elicitation.queue import browser_urls, clock, quorum
 
-http_url = URLValidator(schemes=["http", "https"])
+_url_shape = URLValidator(schemes=["http", "https"])
+
+
+def http_url(value: str) -> None:
+    """An http(s) URL that reads the same to a browser as to a person (`queue/browser_urls.py`): refused with the
+    reason when a browser would open a different host, or when it holds control or bidi-override characters."""
+    problem = browser_urls.intake_problem(value)
+    if problem is not None:
+        raise serializers.ValidationError(problem)
+    _url_shape(value)
+
+
 MAX_EXPIRES_IN = 30 * 24 * 3600
 # MCP params may carry protocol metadata we store nowhere; anything else unknown is a typo worth a 400.
 IGNORED_KEYS = {"_meta"}
@@ -117,6 +128,14 @@ class RequestSerializer(serializers.Serializer):
     def get_result(self, request: ElicitationRequest) -> dict[str, Any] | None:
         return request.result()
 
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        # Only on requests a quorum decides: partial progress ("1 of 2: alice"), absent everywhere else.
+        progress = quorum.progress(getattr(instance, "policy", None))
+        if progress is not None:
+            data["statusDetail"] = progress
+        return data
+
 
 class AgentEventSerializer(serializers.Serializer):
     type = serializers.CharField()
@@ -176,7 +195,8 @@ class QueueSummarySerializer(serializers.Serializer):
 
 
 class SaveDraftSerializer(StrictSerializer):
-    question = serializers.CharField(max_length=64)
+    # A question id is the agent's property name verbatim: leading or trailing spaces are part of it.
+    question = serializers.CharField(max_length=64, trim_whitespace=False)
     value = serializers.JSONField(required=False, allow_null=True)
     state = serializers.ChoiceField(choices=DraftState.choices, default=DraftState.DRAFT)
 

@@ -11,8 +11,6 @@ outage into an API outage.
 
 import logging
 import math
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -23,37 +21,14 @@ from rest_framework.throttling import BaseThrottle
 
 from elicitation.models import Agent
 from elicitation.queue import clock
+from reviewhub.rates import Rate
+from reviewhub.redis_pool import shared_client
 
 logger = logging.getLogger(__name__)
 
 # Every counter key starts with this; the test suite gives each test its own so counts never leak between tests
 # sharing one Redis.
 KEY_NAMESPACE = "rh"
-
-UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
-UNITS |= {"d": 86400, "day": 86400}
-RATE_PATTERN = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+?)s?\s*$")
-
-
-@dataclass(frozen=True)
-class Rate:
-    limit: int
-    window_seconds: int
-
-
-def parse_rate(text: str | None) -> Rate | None:
-    """`600/min`, `20/s`, `1000/5min`, `5000/hour`; empty or `off` means no limit. Anything else is an error."""
-    if text is None or text.strip().lower() in {"", "off", "none"}:
-        return None
-    match = RATE_PATTERN.match(text.strip().lower())
-    if match is None or match.group(3) not in UNITS:
-        raise ValueError(
-            f"{text!r} is not a rate; write it as N/second, N/min, N/hour or N/day (e.g. 600/min)."
-        )
-    limit, multiple, unit = int(match.group(1)), int(match.group(2) or 1), match.group(3)
-    if limit < 1 or multiple < 1:
-        raise ValueError(f"{text!r} is not a usable rate: it must allow at least one request per window.")
-    return Rate(limit=limit, window_seconds=multiple * UNITS[unit])
 
 
 def count_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
@@ -72,9 +47,13 @@ def _increment(key: str, timeout: int) -> int:
     if isinstance(backend, RedisCache):
         # One round trip instead of Django's three (add; incr = EXISTS + INCRBY): this runs on every API call.
         # SET NX cannot reset a count another process started; the value is a plain integer, as Django's
-        # Redis cache stores ints, so cache.get() reads it back.
+        # Redis cache stores ints, so cache.get() reads it back under the same full key, from the same server
+        # (the first of the cache's LOCATION, where Django's RedisCache writes).
+        location = settings.CACHES["default"]["LOCATION"]
+        url = location.split(",")[0] if isinstance(location, str) else next(iter(location))
         full_key = backend.make_and_validate_key(key)
-        with backend._cache.get_client(full_key, write=True).pipeline(transaction=False) as pipe:
+        client = shared_client(url, **getattr(settings, "REDIS_TIMEOUTS", {}))
+        with client.pipeline(transaction=False) as pipe:
             pipe.set(full_key, 0, ex=timeout, nx=True)
             pipe.incr(full_key)
             return int(pipe.execute()[1])
@@ -106,7 +85,7 @@ class WindowRateThrottle(BaseThrottle):
         raise NotImplementedError
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate = parse_rate(getattr(settings, self.rate_setting, ""))
+        rate: Rate | None = getattr(settings, self.rate_setting, None)
         ident = self.identity(request)
         if rate is None or ident is None:
             return True
@@ -150,7 +129,7 @@ class ReviewerRateThrottle(WindowRateThrottle):
 def agent_retry_after(agent_id: int) -> int | None:
     """Seconds until an agent that is over its rate may call again, or None: lets a long-poll refuse up front
     instead of holding the connection only to answer 429 at the end."""
-    rate = parse_rate(getattr(settings, "AGENT_RATE", ""))
+    rate: Rate | None = getattr(settings, "AGENT_RATE", None)
     if rate is None:
         return None
     try:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from elicitation.api import agent_views, flow_views, reviewer_views
+from elicitation.api import agent_views, flow_views, reviewer_views, rules_views, slack_views
 
 urlpatterns = [
     # Agents
@@ -18,6 +18,7 @@ urlpatterns = [
     path("flows", flow_views.FlowListView.as_view(), name="api-flows"),
     path("flows/<uuid:flow_id>", flow_views.FlowDetailView.as_view(), name="api-flow"),
     path("flows/<uuid:flow_id>/retrieve", flow_views.FlowRetrieveView.as_view(), name="api-flow-retrieve"),
+    path("slack/interactions", slack_views.interactions, name="api-slack-interactions"),
     # Reviewers
     path("review/queues", reviewer_views.QueueListView.as_view(), name="api-review-queues"),
     path(
@@ -50,5 +51,20 @@ urlpatterns = [
     path("review/requests/<uuid:request_id>/drafts", reviewer_views.DraftView.as_view(), name="api-draft"),
     path(
         "review/requests/<uuid:request_id>/respond", reviewer_views.RespondView.as_view(), name="api-respond"
+    ),
+    # Decision policies: a queue's rules (reviewers read, supervisors change) and remembered decisions
+    path("queues/<slug:slug>/rules", rules_views.QueueRulesView.as_view(), name="api-queue-rules"),
+    path(
+        "queues/<slug:slug>/rules/<int:rule_id>", rules_views.QueueRuleView.as_view(), name="api-queue-rule"
+    ),
+    path(
+        "queues/<slug:slug>/rules/<int:rule_id>/revoke",
+        rules_views.RevokeRuleView.as_view(),
+        name="api-queue-rule-revoke",
+    ),
+    path(
+        "queues/<slug:slug>/remembered",
+        rules_views.RememberedDecisionsView.as_view(),
+        name="api-queue-remembered",
     ),
 ]

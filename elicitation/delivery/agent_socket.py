@@ -2,14 +2,13 @@
 reads go through the core's selectors, and it never writes."""
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from elicitation.delivery import pushes, tickets
+from elicitation.delivery.socket_base import HardenedJsonConsumer
 from elicitation.delivery.waiter_threads import database_call
 from elicitation.models import OPEN_STATUSES, Agent
 from elicitation.queue import selectors
@@ -60,7 +59,7 @@ def events_after(agent_id: int, cursor: int) -> list[dict[str, Any]]:
     return [event.payload for event in selectors.agent_events_after(agent_id, cursor, limit=REPLAY_BATCH)]
 
 
-class AgentWaitConsumer(AsyncJsonWebsocketConsumer):
+class AgentWaitConsumer(HardenedJsonConsumer):
     """One socket, many waits (`/ws/agent/`).
 
     - On connect: `{"type": "hello", "cursor": N}`, N being the agent's latest cursor.
@@ -70,8 +69,11 @@ class AgentWaitConsumer(AsyncJsonWebsocketConsumer):
     - `resume {after}`: every event above `after` in cursor order, then `{"type": "resumed", "cursor": N}`, then
       live events, gap-free: a push that arrives ahead of a missing one makes the socket read the outbox.
     - A socket never sends the same event twice, whichever path (push, replay, subscribe, recheck) found it.
-    - Every AGENT_SOCKET_RECHECK_SECONDS it re-reads the outbox for what it waits on (a push lost while Redis
-      restarted) and checks the key: a revoked or rotated-away key closes the socket with 4401.
+    - Every AGENT_SOCKET_RECHECK_SECONDS (jittered) it re-reads the outbox for what it waits on (a push lost
+      while Redis restarted) and checks the key: a revoked or rotated-away key closes the socket with 4401.
+    - With the channel layer (Redis) down or hung the socket is still accepted and served from the database,
+      rechecking every LONG_POLL_RECHECK_SECONDS; when the layer answers again every socket rechecks at once.
+    - Frames that are binary, not JSON, too deep or hold invalid text get an error frame (socket_base.py).
     """
 
     agent_id: int | None = None
@@ -91,7 +93,7 @@ class AgentWaitConsumer(AsyncJsonWebsocketConsumer):
         self.sent_ahead: set[int] = set()  # cursors sent out of order (subscribe), not to be sent again
         self.stream_floor = 0  # the first resume's `after`: the stream has sent (stream_floor, last_cursor]
         self.lock = asyncio.Lock()
-        await self.channel_layer.group_add(pushes.agent_group(agent.pk), self.channel_name)
+        await self.join_group(pushes.agent_group(agent.pk))  # with the layer away: served from the database
         self.agent_id = agent.pk
         # A revocation committed between the key check and joining the group was pushed to no one: look again.
         head = await database_call(selectors.agent_event_head)(agent.pk, agent.key_prefix)
@@ -106,9 +108,7 @@ class AgentWaitConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.recheck_task is not None:
             self.recheck_task.cancel()
-        if self.agent_id is not None:
-            with contextlib.suppress(Exception):  # a Redis outage must not turn a close into an error
-                await self.channel_layer.group_discard(pushes.agent_group(self.agent_id), self.channel_name)
+        await self.leave_groups()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
@@ -226,8 +226,17 @@ class AgentWaitConsumer(AsyncJsonWebsocketConsumer):
         One primary-key read per interval: the agent's head cursor, which is None once the key is revoked or
         rotated away. Only when the head moved (an event was written since the last look) is the outbox read."""
         assert self.agent_id is not None
+        follow_up = False
         while True:
-            await asyncio.sleep(settings.AGENT_SOCKET_RECHECK_SECONDS)
+            # Jittered, so sockets opened together (after a restart) do not all read at once. Without the layer,
+            # or just after it came back (Redis resubscribes a moment after it accepts publishes), as often as a
+            # long-poll; otherwise pushes do the work and this is only the net.
+            fast = follow_up or not self.layer_joined
+            interval = settings.LONG_POLL_RECHECK_SECONDS if fast else settings.AGENT_SOCKET_RECHECK_SECONDS
+            woken = await self.wait_for_wake(interval)
+            follow_up = woken
+            if woken or not self.layer_joined:
+                await self.rejoin_groups()
             try:
                 head = await database_call(selectors.agent_event_head)(self.agent_id, self.key_prefix)
                 if head is None:

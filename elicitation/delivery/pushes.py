@@ -4,19 +4,17 @@ turn each into pushes."""
 
 import asyncio
 import logging
+import os
+import queue
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
 from typing import Any
 
-import redis
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
-from channels_redis.pubsub import RedisPubSubChannelLayer
-from django.conf import settings
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from elicitation.models import AgentEvent, ElicitationRequest
-from reviewhub.redis_pool import SharedConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -54,49 +52,20 @@ def request_summary(request: ElicitationRequest) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class PubSubTarget:
-    url: str
-    prefix: str
-
-
-def pubsub_target(layer: Any) -> PubSubTarget | None:
-    """The Redis to PUBLISH to directly when the layer is channels_redis's single-host pub/sub layer."""
-    if not isinstance(layer, RedisPubSubChannelLayer):
-        return None
-    layers: dict[str, Any] = settings.CHANNEL_LAYERS
-    config: dict[str, Any] = layers["default"].get("CONFIG", {})
-    hosts = config.get("hosts", [])
-    if len(hosts) != 1 or not isinstance(hosts[0], str):
-        return None
-    return PubSubTarget(url=hosts[0], prefix=config.get("prefix", "asgi"))
-
-
-def publish_now(layer: Any, target: PubSubTarget, group: str, message: dict[str, Any]) -> None:
-    """One PUBLISH from the calling thread, to the channel the group's subscribers listen on.
-
-    `group_send` would need an event loop: from a view's thread, `async_to_sync` waits for the server's loop
-    to come round, and under load that wait (not Redis) was most of the push latency (BENCHMARKS.md #3).
-    The channel name is channels_redis's (RedisPubSubLoopLayer._get_group_channel_name);
-    tests/delivery/test_push_sender.py checks that the group's subscribers receive what is published here."""
-    client = redis.Redis(connection_pool=SharedConnectionPool.from_url(target.url))
-    client.publish(f"{target.prefix}__group__{group}", layer.serialize(message))
-
-
 class PushSender:
-    """For layers without a direct publish (the embedded in-memory layer): pushes made in a view's thread are
-    handed to the ASGI server's event loop, which owns the layer, and sent there in order; the thread does
-    not wait. Outside a server (Celery, commands, sync tests) they are sent in place."""
+    """For the embedded in-memory layer, whose queues live on the ASGI server's event loop: pushes made in a
+    view's thread are handed to that loop and sent there in order; the thread does not wait. Outside a server
+    (Celery, commands, sync tests) they are sent in place."""
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.pending: list[tuple[str, dict[str, Any]]] = []
+        self.pending: deque[tuple[str, dict[str, Any]]] = deque()
         self.task: asyncio.Task[None] | None = None
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called on the server's loop with each ASGI connection; cheap when already bound."""
         if self.loop is not loop:
-            self.loop, self.pending, self.task = loop, [], None
+            self.loop, self.pending, self.task = loop, deque(), None
 
     def send(self, group: str, message: dict[str, Any]) -> None:
         loop = self.loop
@@ -125,7 +94,7 @@ class PushSender:
     async def _drain(self) -> None:
         layer = get_channel_layer()
         while self.pending:
-            group, message = self.pending.pop(0)
+            group, message = self.pending.popleft()
             if layer is None:
                 continue
             try:
@@ -141,6 +110,47 @@ class PushSender:
 pushes = PushSender()
 
 
+class PushLoops:
+    """Event loops that committing threads borrow, one thread per loop at a time, to call the channel layer's
+    public `group_send` themselves: the push leaves from the thread that committed, with no hand-over.
+
+    Handing pushes to another loop costs what the committing thread does not have to pay: under load, waiting for
+    the ASGI server's loop made p50 67 ms, then seconds when pushes queued there (bench/findings.md #3), and even
+    a loop of its own in a thread needs the GIL back several times per push (83 ms p50 against 18 ms for the
+    committing thread's own PUBLISH on a busy process, README dependency notes). channels_redis keeps its
+    connections per loop, so each pooled loop keeps one warm connection; there are at most as many loops as
+    threads that ever pushed at the same moment. A forked process (Celery prefork) starts with none."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.idle: queue.LifoQueue[asyncio.AbstractEventLoop] = queue.LifoQueue()
+
+    def send(self, layer: Any, group: str, message: dict[str, Any]) -> None:
+        if self.pid != os.getpid():  # the parent's loops hold the parent's connections
+            self.pid, self.idle = os.getpid(), queue.LifoQueue()
+        try:
+            loop = self.idle.get_nowait()
+        except queue.Empty:
+            loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(layer.group_send(group, message))
+        finally:
+            self.idle.put(loop)
+
+
+push_loops = PushLoops()
+background: set[asyncio.Task[None]] = set()
+
+
+async def send_logged(layer: Any, group: str, message: dict[str, Any]) -> None:
+    try:
+        await layer.group_send(group, message)
+    except Exception:
+        logger.warning(
+            "channel layer push to %s failed; waiters fall back to the event feed", group, exc_info=True
+        )
+
+
 def send_in_place(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
@@ -154,14 +164,26 @@ def send_in_place(group: str, message: dict[str, Any]) -> None:
 
 
 def send_to_group(group: str, message: dict[str, Any]) -> None:
-    """Best effort: a push that fails is recovered by the durable feed and the long-poll recheck."""
+    """Best effort: a push that fails is recovered by the durable feed and the long-poll recheck. The in-memory
+    layer's queues belong to the server's loop (PushSender); a networked layer (channels_redis) is sent to from
+    the calling thread on a borrowed loop (PushLoops), or as a task when the caller is itself on a loop."""
     layer = get_channel_layer()
-    target = pubsub_target(layer)
-    if target is None:
+    if layer is None:
+        return
+    if isinstance(layer, InMemoryChannelLayer):
         pushes.send(group, message)
         return
     try:
-        publish_now(layer, target, group, message)
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None:
+        task = running.create_task(send_logged(layer, group, message))
+        background.add(task)
+        task.add_done_callback(background.discard)
+        return
+    try:
+        push_loops.send(layer, group, message)
     except Exception:
         logger.warning(
             "channel layer push to %s failed; waiters fall back to the event feed", group, exc_info=True

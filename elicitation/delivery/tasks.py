@@ -1,11 +1,16 @@
-"""Celery tasks of delivery: each takes an id, calls one function of webhooks.py, and owns only its retry policy."""
+"""Celery tasks of delivery: each takes an id, calls one function of webhooks.py, and owns only its retry policy.
+
+The retry count, backoff and dead letter live in the delivery row, shared with the sweep and admin replay, which is
+why Celery's autoretry_for/retry_backoff are not used (README, dependency notes)."""
 
 import logging
 from typing import Any
 
 from celery import shared_task
+from django.db import transaction
 
 from elicitation.delivery import webhooks
+from elicitation.models import WebhookDelivery
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +37,14 @@ def retry_due_webhooks() -> int:
     for delivery_id in ids:
         enqueue(delivery_id)
     return len(ids)
+
+
+def replay(delivery: WebhookDelivery) -> WebhookDelivery:
+    """The admin's replay: the delivery starts again from its first attempt, queued once the reset commits."""
+    replayed = webhooks.replay_delivery(delivery)
+    delivery_id = str(replayed.pk)
+    transaction.on_commit(lambda: enqueue(delivery_id), robust=True)
+    return replayed
 
 
 def enqueue(delivery_id: str, countdown: float | None = None) -> None:

@@ -150,38 +150,95 @@ def claim_attempt(delivery_id: str) -> bool:
     )
 
 
-def private_address_of(url: str) -> str | None:
-    """The first address `url`'s host resolves to that is not public (loopback, private, link-local, reserved,
-    multicast), or None. Agents choose callback URLs, so without this check they could make the server POST
-    into its own network. The check runs before each attempt; a name re-pointed between the check and the
-    connection (DNS rebinding) is not caught here: deployments that must rule that out egress through a proxy."""
+# IPv6 forms that carry an IPv4 address a host or gateway may route to: IPv4-compatible (`::a.b.c.d`, deprecated),
+# NAT64 (well-known and local-use prefixes). IPv4-mapped, 6to4 and Teredo are read by ipaddress itself.
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+NAT64_PREFIXES = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address stands for (`::ffff:127.0.0.1`, `::7f00:1`, `2002:7f00:1::`,
+    `64:ff9b::7f00:1`, Teredo), which is where a packet to it may end up."""
+    found: list[ipaddress.IPv4Address] = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in IPV4_COMPATIBLE and int(address) > 1:  # not :: or ::1, which are refused as they are
+        found.append(low32)
+    if any(address in prefix for prefix in NAT64_PREFIXES):
+        found.append(low32)
+    return found
+
+
+def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if not address.is_global or address.is_multicast:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        return all(is_public(inner) for inner in embedded_ipv4(address))
+    return True
+
+
+def resolve_callback(url: str) -> tuple[str | None, str | None]:
+    """(address to connect to, refusal): every address `url`'s host resolves to must be public (not loopback,
+    private, link-local, reserved, multicast, nor an IPv6 form embedding such an IPv4 address); the first is
+    the one to connect to. Agents choose callback URLs, so without this they could make the server POST into its
+    own network. (None, None) when the name does not resolve: the POST then fails with its own clear error."""
     host = urlsplit(url).hostname
     if not host:
-        return "(no host)"
+        return None, "(no host)"
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except OSError:
-        return None  # unresolvable: the POST fails with its own clear error
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if not address.is_global or address.is_multicast:
-            return str(address)
-    return None
+        return None, None
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    for address in addresses:
+        if not is_public(address):
+            return None, str(address)
+    return (str(addresses[0]) if addresses else None), None
+
+
+def private_address_of(url: str) -> str | None:
+    """The first non-public address `url`'s host resolves to, or None (see resolve_callback)."""
+    return resolve_callback(url)[1]
+
+
+def pinned_target(url: str, address: str) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """`url` rewritten to connect to `address`, the one that was checked, so a name re-pointed between the check
+    and the connection (DNS rebinding) is never asked again. The Host header and, for https, the TLS server name
+    (SNI and certificate check) stay the original host's."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    literal = f"[{address}]" if ":" in address else address
+    netloc = literal if parts.port is None else f"{literal}:{parts.port}"
+    netloc = f"{userinfo}@{netloc}" if userinfo else netloc
+    host_header = hostport  # as the URL spells it, port included
+    extensions: dict[str, Any] = {"sni_hostname": host} if parts.scheme == "https" else {}
+    return parts._replace(netloc=netloc).geturl(), {"Host": host_header}, extensions
 
 
 def post_event(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int | None, str]:
     """POST once. Returns (status code or None, error text). Redirects are failures: never followed."""
     if urlsplit(url).scheme not in {"http", "https"}:
         return None, "only http and https callback URLs are delivered"
+    target = url
+    extensions: dict[str, Any] = {}
     if not settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
-        private = private_address_of(url)
+        address, private = resolve_callback(url)
         if private is not None:
             return None, f"callback host resolves to a non-public address ({private}); not delivered"
+        if address is not None:
+            target, host_header, extensions = pinned_target(url, address)
+            headers = {**headers, **host_header}
     try:
         # trust_env=False: no proxy or netrc from the environment ever sees the signed body.
         with (
             httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
-            client.stream("POST", url, content=body, headers=headers) as response,
+            client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response,
         ):
             status = response.status_code  # the body is never read: a receiver cannot make us buffer it
     except httpx.HTTPError as exc:

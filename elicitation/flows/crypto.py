@@ -2,6 +2,7 @@
 settings.FLOW_ENCRYPTION_KEYS, with the flow id as associated data so a ciphertext cannot be moved to another flow.
 Older keys listed after the current one still decrypt, so keys rotate without a migration."""
 
+import base64
 import json
 import os
 from typing import Any
@@ -54,3 +55,20 @@ def decrypt_content(
     plaintext = AESGCM(key).decrypt(bytes(nonce), bytes(ciphertext), associated_data(flow_id))
     content: dict[str, Any] = json.loads(plaintext)
     return content
+
+
+def new_key_entry(taken_ids: list[str] | None = None) -> str:
+    """A fresh `<id>:<base64 32 bytes>` entry for FLOW_ENCRYPTION_KEYS, its id unlike any configured one."""
+    taken = set(settings.FLOW_ENCRYPTION_KEYS) | set(taken_ids or [])
+    number = 1
+    while f"k{number}" in taken:
+        number += 1
+    return f"k{number}:{base64.urlsafe_b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
+
+
+@sensitive_variables()
+def reencrypt_content(
+    flow_id: UUID | str, key_id: str, nonce: bytes | memoryview, ciphertext: bytes | memoryview
+) -> tuple[str, bytes, bytes]:
+    """The same content under the current key (the plaintext never leaves this function)."""
+    return encrypt_content(flow_id, decrypt_content(flow_id, key_id, nonce, ciphertext))

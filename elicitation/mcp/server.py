@@ -1,17 +1,28 @@
 """ReviewHub as an MCP server: any MCP host can route a question to a human reviewer without custom code.
 
-Streamable HTTP at `/mcp/`, built with the official SDK (`mcp`, the optional `reviewhub[mcp]` extra). Agents
-authenticate with their ReviewHub key (`Authorization: Bearer rh_…`) through the SDK's own bearer-token stack, so
-the tools see the calling agent as the request's access token. Tools:
+Streamable HTTP at `/mcp/`, built with the official SDK (`mcp`, the optional `reviewhub[mcp]` extra). Two ways in,
+both through the SDK's own bearer-token stack, so the tools see the caller as the request's access token:
 
-- `ask_reviewer` — queue a form question (MCP `message` + `requestedSchema`) and, for up to `waitSeconds`, wait
-  for the answer; returns the request with its MCP `ElicitResult`, or the open request's id to check later.
-- `get_request` — a request's status and result (optionally waiting `waitSeconds` for it to close).
-- `list_open_requests` — the agent's open requests, newest first.
-- `cancel_request` — withdraw an open request.
+- an agent key (`Authorization: Bearer rh_…`), for scripts and hosts configured with a static header;
+- an OAuth 2.1 access token (elicitation/mcp/oauth.py): a remote host discovers the authorization server from the
+  401's `WWW-Authenticate: Bearer resource_metadata=…`, registers, sends a person through ReviewHub's consent page
+  and acts as the agent and queues that person chose. Tokens bound to another resource, expired or revoked are
+  refused with the same 401.
 
-Every write goes through `elicitation.queue.transitions`, exactly as the REST API does; input is checked by the REST API's
-own serializer, so limits and error messages are the same on both doors.
+Tools:
+
+- `list_queues` — the queues the caller may post to, with open counts.
+- `ask_reviewer` — queue a form question (MCP `message` + `requestedSchema`) or a URL-mode request, and wait (up to
+  the request's deadline if asked) for the answer, sending progress notifications every
+  `MCP_PROGRESS_INTERVAL_SECONDS` so hosts that reset their timeout on progress keep waiting.
+- `collect_secret` — open a hosted secret flow; returns only whether it was accepted and the flow id the agent's
+  backend redeems with its key (`POST /api/v1/flows/{id}/retrieve`). The secret never crosses MCP.
+- `get_request` — a request's status and result, with a suggested retry interval while open.
+- `list_open_requests`, `cancel_request`.
+
+Every write goes through `elicitation.queue.transitions` (or `flows.hosted_flows`), exactly as the REST API does;
+input is checked by the REST API's own serializers, so limits, URL checks and error codes are the same on both
+doors. Errors are MCP tool errors whose text is the REST error body `{code, detail, fields?}`.
 
 Why the session manager is started here: the SDK's `StreamableHTTPSessionManager.run()` must be running (it owns
 the task group requests are served in) before the first request. Starlette would start it from the ASGI lifespan,
@@ -25,7 +36,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Literal, NotRequired
+from datetime import datetime
+from typing import Annotated, Any, Literal, NotRequired
 from urllib.parse import urlsplit
 
 import anyio
@@ -34,18 +46,22 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
+from pydantic import AnyHttpUrl, Field
 from typing_extensions import TypedDict
 
 from elicitation.api import serializers as s
+from elicitation.api.flow_views import CreateFlowSerializer
 from elicitation.delivery import waiter_threads
 from elicitation.delivery.long_poll import wait_for_request
-from elicitation.models import Agent, ElicitationRequest, Mode
-from elicitation.queue import access, selectors, transitions
-from elicitation.queue.errors import DomainError, NotFoundError
+from elicitation.flows import hosted_flows
+from elicitation.mcp.oauth import principal_for_token
+from elicitation.models import OPEN_STATUSES, Agent, ElicitationRequest, Queue
+from elicitation.queue import access, clock, selectors, transitions
+from elicitation.queue.errors import DomainError, InvalidInput, NotFoundError
 from elicitation.queue.keys import agent_for_key
 
 logger = logging.getLogger(__name__)
@@ -58,13 +74,18 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MCP_PATH = "/mcp"
 SERVER_NAME = "reviewhub"
+QUEUE_SCOPE_PREFIX = "queue:"
+OAUTH_SCOPE = "oauth"
 INSTRUCTIONS = (
-    "ReviewHub routes a question to a human reviewer. Call ask_reviewer with a message and an MCP elicitation "
-    "requestedSchema (a flat object of string/number/integer/boolean/enum fields). The reviewer answers with "
-    "accept (content matches the schema), decline or cancel. Humans can take minutes or hours: if the answer is "
-    "not there within waitSeconds you get the request id; call get_request with it later. Never ask for secrets "
-    "(passwords, API keys) in a form."
+    "ReviewHub routes a question to a human reviewer. Call list_queues to see where you may ask. Call "
+    "ask_reviewer with a message and an MCP elicitation requestedSchema (a flat object of "
+    "string/number/integer/boolean/enum fields), or mode 'url' with a URL the reviewer should open. The reviewer "
+    "answers with accept (content matches the schema), decline or cancel. Humans take minutes or hours: pass "
+    "waitSeconds to wait (progress notifications keep the call alive), or keep the request id and call "
+    "get_request later, after its retryAfterSeconds. Never ask for secrets (passwords, API keys) in a form: use "
+    "collect_secret, whose values only your backend can fetch with its agent key."
 )
+TERMINAL = ("completed", "expired", "withdrawn")
 
 
 def database_call(func: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
@@ -83,7 +104,7 @@ class ElicitOutcome(TypedDict):
 
 
 class ReviewRequest(TypedDict):
-    """The same representation as `GET /api/v1/requests/{id}`."""
+    """The same representation as `GET /api/v1/requests/{id}`, plus a retry hint while the request is open."""
 
     id: str
     status: Literal["pending", "claimed", "completed", "expired", "withdrawn"]
@@ -98,36 +119,107 @@ class ReviewRequest(TypedDict):
     createdAt: str
     deadline: str
     closedAt: str | None
+    overdue: bool
     result: ElicitOutcome | None
+    retryAfterSeconds: NotRequired[int]
+
+
+class QueueInfo(TypedDict):
+    slug: str
+    name: str
+    description: str
+    pending: int
+    claimed: int
+    defaultDeadlineSeconds: int
+
+
+class SecretOutcome(TypedDict):
+    """What the MCP channel may carry about a hosted secret flow: never the values."""
+
+    flowId: str
+    requestId: str
+    status: Literal["pending", "claimed", "completed", "expired", "withdrawn"]
+    action: Literal["accept", "decline", "cancel"] | None
+    redeem: str
+    retryAfterSeconds: NotRequired[int]
+
+
+def retry_after(request: ElicitationRequest) -> int:
+    """How long a polling agent should wait before asking again: a tenth of the time left, 5 s to 60 s."""
+    left = (request.deadline - clock.now()).total_seconds()
+    return int(max(5, min(60, left / 10)))
 
 
 def represent(request: ElicitationRequest) -> ReviewRequest:
     data: Any = json.loads(json.dumps(s.RequestSerializer(request).data, default=str))
+    if request.status in OPEN_STATUSES:
+        data["retryAfterSeconds"] = retry_after(request)
     return data  # type: ignore[no-any-return]
 
 
-# --- authentication: the agent key is the bearer token ------------------------------------------------------------
+# --- authentication: an agent key or an OAuth access token ---------------------------------------------------------
 
 
 class AgentKeyVerifier:
-    """The SDK's `TokenVerifier` over ReviewHub agent keys. Checked on every HTTP request, so revocation is
-    immediate. `client_id` carries the agent's id: the tools, and the SDK's request-state principal binding,
-    read it from the request's access token."""
+    """The SDK's `TokenVerifier` over ReviewHub agent keys and OAuth access tokens. Checked on every HTTP request,
+    so revocation (of a key, an agent or a consent) is immediate. `client_id` carries the agent's id: the tools,
+    and the SDK's request-state principal binding, read it from the request's access token. An OAuth token's
+    scopes name its queues (`queue:<slug>`)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if not token.startswith("rh_"):
+        if token.startswith("rh_"):
+            agent: Agent | None = await database_call(agent_for_key)(token)
+            if agent is None:
+                return None
+            return AccessToken(token=token, client_id=str(agent.pk), scopes=list(agent.scopes or []))
+        principal = await database_call(principal_for_token)(token)
+        if principal is None:
             return None
-        agent: Agent | None = await database_call(agent_for_key)(token)
-        if agent is None:
-            return None
-        return AccessToken(token=token, client_id=str(agent.pk), scopes=list(agent.scopes or []))
+        scopes = [
+            *principal.capabilities,
+            OAUTH_SCOPE,
+            *(QUEUE_SCOPE_PREFIX + q for q in sorted(principal.queues)),
+        ]
+        return AccessToken(
+            token=token,
+            client_id=str(principal.agent_id),
+            scopes=scopes,
+            expires_at=principal.expires_at,
+            resource=settings.MCP_RESOURCE_URL,
+            subject=f"grant:{principal.grant_id}",
+        )
 
 
-def current_agent_id() -> int:
+class Caller:
+    """The agent behind this call and, for an OAuth token, the queues its consent covers (None: all the agent's)."""
+
+    def __init__(self, agent_id: int, queues: frozenset[str] | None) -> None:
+        self.agent_id = agent_id
+        self.queues = queues
+
+    def check_queue(self, slug: str) -> None:
+        if self.queues is not None and slug not in self.queues:
+            # The REST API's words for a queue the key may not post to.
+            raise InvalidInput("Unknown queue.", {"queue": "unknown queue, or not one this key may post to"})
+
+    def sees(self, request: ElicitationRequest) -> bool:
+        return self.queues is None or request.queue.slug in self.queues
+
+
+def current_caller() -> Caller:
     token = get_access_token()
     if token is None:  # RequireAuthMiddleware answers 401 before any tool runs; this is a guard, not a path
         raise ToolError("Not authenticated.")
-    return int(token.client_id)
+    queues: frozenset[str] | None = None
+    if OAUTH_SCOPE in token.scopes:
+        queues = frozenset(
+            x[len(QUEUE_SCOPE_PREFIX) :] for x in token.scopes if x.startswith(QUEUE_SCOPE_PREFIX)
+        )
+    return Caller(int(token.client_id), queues)
+
+
+def current_agent_id() -> int:
+    return current_caller().agent_id
 
 
 def _load_agent(agent_id: int) -> Agent:
@@ -149,21 +241,52 @@ def wait_cap(seconds: int) -> int:
     return selectors.long_poll_cap(seconds)
 
 
+def _invalid(serializer: Any) -> DomainError:
+    fields = {name: " ".join(str(e) for e in errors) for name, errors in serializer.errors.items()}
+    return InvalidInput("Invalid arguments.", fields)
+
+
 # --- the synchronous halves (ORM, services) ----------------------------------------------------------------------
 
 
-def _create(agent_id: int, body: dict[str, Any]) -> ReviewRequest:
+def _queues(caller: Caller) -> list[QueueInfo]:
+    queues = Queue.objects.filter(agents__pk=caller.agent_id, agents__revoked_at__isnull=True)
+    if caller.queues is not None:
+        queues = queues.filter(slug__in=caller.queues)
+    rows: list[QueueInfo] = []
+    for summary in selectors.open_counts(queues):
+        queue = summary.queue
+        minutes = max(1, queue.default_deadline_seconds // 60)
+        rows.append(
+            {
+                "slug": queue.slug,
+                "name": queue.name,
+                "description": (
+                    f"{queue.name}: reviewers answer within {minutes} min by default; unanswered requests "
+                    f"close with '{queue.expiry_outcome}'."
+                ),
+                "pending": summary.pending,
+                "claimed": summary.claimed,
+                "defaultDeadlineSeconds": queue.default_deadline_seconds,
+            }
+        )
+    return rows
+
+
+def _create(caller: Caller, body: dict[str, Any]) -> ReviewRequest:
     envelope = s.CreateRequestSerializer(data=body)
     if not envelope.is_valid():
-        fields = {name: " ".join(str(e) for e in errors) for name, errors in envelope.errors.items()}
-        raise DomainError("Invalid arguments.", fields)
+        raise _invalid(envelope)
     data = envelope.validated_data
+    caller.check_queue(data["queue"])
     request, _ = transitions.create_request(
-        agent=_load_agent(agent_id),
+        agent=_load_agent(caller.agent_id),
         queue_slug=data["queue"],
         message=data["message"],
-        mode=Mode.FORM,
-        requested_schema=data["requestedSchema"],
+        mode=data["mode"],
+        requested_schema=data.get("requestedSchema"),
+        url=data.get("url", ""),
+        elicitation_id=data.get("elicitationId", ""),
         context=data.get("context"),
         priority=data["priority"],
         expires_in=data.get("expiresIn"),
@@ -171,21 +294,48 @@ def _create(agent_id: int, body: dict[str, Any]) -> ReviewRequest:
     return represent(request)
 
 
-def _read(agent_id: int, request_id: str) -> ReviewRequest:
+def _open_flow(caller: Caller, body: dict[str, Any]) -> tuple[str, ReviewRequest]:
+    envelope = CreateFlowSerializer(data=body)
+    if not envelope.is_valid():
+        raise _invalid(envelope)
+    data = envelope.validated_data
+    caller.check_queue(data["queue"])
+    flow, _ = hosted_flows.create_hosted_flow(
+        agent=_load_agent(caller.agent_id),
+        queue_slug=data["queue"],
+        message=data["message"],
+        requested_schema=data["requestedSchema"],
+        context=data.get("context"),
+        priority=data["priority"],
+        expires_in=data.get("expiresIn"),
+        elicitation_id=data.get("elicitationId", ""),
+    )
+    return str(flow.pk), represent(flow.request)
+
+
+def _owned(caller: Caller, request_id: str) -> ElicitationRequest:
     try:
-        return represent(access.owned_request(agent_id, request_id))
+        request = access.owned_request(caller.agent_id, request_id)
     except NotFoundError:
-        raise NotFoundError("No such request.", {"id": "not one of this agent's requests"}) from None
+        request = None
+    if request is None or not caller.sees(request):
+        raise NotFoundError("No such request.", {"id": "not one of this agent's requests"})
+    return request
 
 
-def _list_open(agent_id: int, queue: str | None) -> list[ReviewRequest]:
-    rows = selectors.agent_requests(agent_id, "open")
-    return [represent(row) for row in rows if queue is None or row.queue.slug == queue]
+def _read(caller: Caller, request_id: str) -> ReviewRequest:
+    return represent(_owned(caller, request_id))
 
 
-def _withdraw(agent_id: int, request_id: str) -> ReviewRequest:
-    _read(agent_id, request_id)
-    return represent(transitions.withdraw_request(request_id, agent=_load_agent(agent_id)))  # type: ignore[arg-type]
+def _list_open(caller: Caller, queue: str | None) -> list[ReviewRequest]:
+    rows = selectors.agent_requests(caller.agent_id, "open")
+    return [represent(row) for row in rows if caller.sees(row) and (queue is None or row.queue.slug == queue)]
+
+
+def _withdraw(caller: Caller, request_id: str) -> ReviewRequest:
+    _owned(caller, request_id)
+    agent = _load_agent(caller.agent_id)
+    return represent(transitions.withdraw_request(request_id, agent=agent))  # type: ignore[arg-type]
 
 
 async def _call(func: Callable[..., Any], *args: Any) -> Any:
@@ -195,10 +345,107 @@ async def _call(func: Callable[..., Any], *args: Any) -> Any:
         raise tool_error(exc) from None
 
 
-async def _wait_then_read(agent_id: int, request_id: str, seconds: int) -> ReviewRequest:
-    if seconds > 0:
-        await wait_for_request(agent_id, request_id, wait_cap(seconds))
-    return await _call(_read, agent_id, request_id)  # type: ignore[no-any-return]
+def progress_interval() -> float:
+    return float(settings.MCP_PROGRESS_INTERVAL_SECONDS)
+
+
+async def wait_with_progress(
+    ctx: Context | None, caller: Caller, request_id: str, seconds: int
+) -> ReviewRequest:
+    """Wait up to `seconds` (never past the request's deadline, plus the sweeper's grace) for the request to close.
+
+    Waits in slices of `MCP_PROGRESS_INTERVAL_SECONDS`, each a long-poll on the request's push group, and sends a
+    progress notification after every slice that ends with the request still open: a host that resets its timeout
+    on progress (as the MCP spec suggests) keeps waiting for as long as the human needs."""
+    loop = asyncio.get_running_loop()
+    current: ReviewRequest = await _call(_read, caller, request_id)
+    deadline_left = (datetime.fromisoformat(current["deadline"]) - clock.now()).total_seconds()
+    end = loop.time() + max(0.0, min(float(seconds), deadline_left + 2 * progress_interval()))
+    beat = 0
+    while current["status"] not in TERMINAL:
+        remaining = end - loop.time()
+        if remaining <= 0:
+            break
+        await wait_for_request(caller.agent_id, request_id, min(progress_interval(), remaining, wait_cap(60)))
+        current = await _call(_read, caller, request_id)
+        if current["status"] in TERMINAL:
+            break
+        beat += 1
+        if ctx is not None:
+            await ctx.report_progress(beat, None, f"Waiting for a human reviewer ({current['status']}).")
+    return current
+
+
+async def _withdraw_unread(caller: Caller, request_id: str) -> None:
+    # The host cancelled the call (or hung up) before learning the id: nobody will read the answer,
+    # so the question leaves the reviewers' queue instead of costing someone's time.
+    with anyio.CancelScope(shield=True):
+        with contextlib.suppress(DomainError):  # answered in the meantime
+            await database_call(_withdraw)(caller, request_id)
+
+
+# --- parameter types, each with the description hosts show to the model -----------------------------------------
+
+QueueArg = Annotated[str, Field(description="Slug of the queue to ask in (see list_queues).")]
+MessageArg = Annotated[str, Field(description="The question, as the reviewer will read it. Plain text.")]
+SchemaArg = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description=(
+            "Form mode: MCP elicitation requestedSchema, a flat JSON Schema object whose properties are "
+            "string (optional format email/uri/date/date-time), number, integer, boolean, enum or array-of-enum "
+            "fields; 'required' lists the fields the reviewer must fill. Omit in url mode."
+        )
+    ),
+]
+ModeArg = Annotated[
+    Literal["form", "url"],
+    Field(description="'form' (answer a form built from requestedSchema) or 'url' (open url and confirm)."),
+]
+UrlArg = Annotated[
+    str | None,
+    Field(
+        description="URL mode: the http(s) page the reviewer must open. Checked as the REST API checks it."
+    ),
+]
+ElicitationIdArg = Annotated[
+    str | None,
+    Field(description="URL mode: your MCP elicitationId, echoed back; defaults to the request id."),
+]
+WaitArg = Annotated[
+    int,
+    Field(
+        ge=0,
+        description=(
+            "Seconds to wait for the answer (0 returns at once). The wait never outlasts the request's deadline; "
+            "progress notifications are sent while waiting, so a host that resets its timeout on progress keeps "
+            "waiting."
+        ),
+    ),
+]
+PriorityArg = Annotated[
+    int, Field(ge=-1000, le=1000, description="Higher is answered first within the queue; default 0.")
+]
+ExpiresArg = Annotated[
+    int | None,
+    Field(
+        description="Seconds until the request expires; defaults to the queue's deadline (see list_queues)."
+    ),
+]
+ContextArg = Annotated[
+    dict[str, Any] | None,
+    Field(description="Free JSON shown to the reviewer beside the question (ticket, diff summary, …)."),
+]
+RequestIdArg = Annotated[str, Field(description="The request id returned by ask_reviewer or collect_secret.")]
+SecretSchemaArg = Annotated[
+    dict[str, Any],
+    Field(
+        description=(
+            'The fields to collect (MCP requestedSchema subset); text fields with "sensitive": true are '
+            "masked and stored encrypted. Their values never come back over MCP."
+        )
+    ),
+]
 
 
 # --- the server ----------------------------------------------------------------------------------------------------
@@ -209,68 +456,129 @@ def build_server() -> MCPServer:
         SERVER_NAME,
         title="ReviewHub",
         instructions=INSTRUCTIONS,
-        # The SDK's bearer stack, fed by agent keys. ReviewHub issues those keys, so it is the issuer; no OAuth
-        # endpoints are mounted (no auth_server_provider) and no resource metadata (no resource_server_url).
-        auth=AuthSettings(issuer_url=settings.PUBLIC_URL, resource_server_url=None),  # type: ignore[arg-type]
+        # The SDK's bearer stack, fed by agent keys and OAuth tokens. `resource_server_url` makes the 401 name the
+        # protected resource metadata (`WWW-Authenticate: Bearer resource_metadata=…`); the verifier checks the
+        # token's audience itself (OAuth tokens must be bound to MCP_RESOURCE_URL, agent keys have none).
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(settings.PUBLIC_URL),
+            resource_server_url=AnyHttpUrl(settings.MCP_RESOURCE_URL),
+            validate_token_resource=False,
+        ),
         token_verifier=AgentKeyVerifier(),
     )
+
+    @server.tool(
+        name="list_queues",
+        title="List the queues you may ask in",
+        description=(
+            "The review queues this caller may post to, with a description, the number of pending and claimed "
+            "requests, and the default deadline."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def list_queues() -> list[QueueInfo]:
+        return await _call(_queues, current_caller())  # type: ignore[no-any-return]
 
     @server.tool(
         name="ask_reviewer",
         title="Ask a human reviewer",
         description=(
-            "Queue a question for a human reviewer and wait up to waitSeconds for the answer. requestedSchema is "
-            "an MCP elicitation schema (flat object of primitive fields). Returns the request: when status is "
-            "'completed' or 'expired', result is the MCP ElicitResult (action accept/decline/cancel, content on "
-            "accept); otherwise keep the id and call get_request later."
+            "Queue a question for a human reviewer and wait up to waitSeconds for the answer. Form mode: "
+            "requestedSchema is an MCP elicitation schema. URL mode: the reviewer opens url and confirms. Returns "
+            "the request: when status is 'completed' or 'expired', result is the MCP ElicitResult (action "
+            "accept/decline/cancel, content on accept of a form); otherwise keep the id and call get_request "
+            "after retryAfterSeconds."
         ),
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
     )
     async def ask_reviewer(
-        message: str,
-        requestedSchema: dict[str, Any],
-        queue: str,
-        waitSeconds: int = 0,
-        priority: int = 0,
-        expiresIn: int | None = None,
-        context: dict[str, Any] | None = None,
+        message: MessageArg,
+        queue: QueueArg,
+        ctx: Context,
+        requestedSchema: SchemaArg = None,
+        mode: ModeArg = "form",
+        url: UrlArg = None,
+        elicitationId: ElicitationIdArg = None,
+        waitSeconds: WaitArg = 0,
+        priority: PriorityArg = 0,
+        expiresIn: ExpiresArg = None,
+        context: ContextArg = None,
     ) -> ReviewRequest:
-        agent_id = current_agent_id()
+        caller = current_caller()
+        body: dict[str, Any] = {"message": message, "mode": mode, "queue": queue, "priority": priority}
+        optional = {
+            "requestedSchema": requestedSchema,
+            "url": url,
+            "elicitationId": elicitationId,
+            "expiresIn": expiresIn,
+            "context": context,
+        }
+        body.update({key: value for key, value in optional.items() if value is not None})
+        created: ReviewRequest = await _call(_create, caller, body)
+        if waitSeconds <= 0:
+            return created
+        try:
+            return await wait_with_progress(ctx, caller, created["id"], waitSeconds)
+        except anyio.get_cancelled_exc_class():
+            await _withdraw_unread(caller, created["id"])
+            raise
+
+    @server.tool(
+        name="collect_secret",
+        title="Collect a secret through a hosted page",
+        description=(
+            "Ask a reviewer to enter secrets (passwords, API keys) on ReviewHub's own hosted page. The values "
+            "never travel over MCP: the result says only whether the reviewer accepted, and flowId, which your "
+            "backend redeems once with its agent key (POST /api/v1/flows/{flowId}/retrieve). Needs the agent's "
+            "flows:secrets capability."
+        ),
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
+    )
+    async def collect_secret(
+        message: MessageArg,
+        queue: QueueArg,
+        requestedSchema: SecretSchemaArg,
+        ctx: Context,
+        waitSeconds: WaitArg = 0,
+        priority: PriorityArg = 0,
+        expiresIn: ExpiresArg = None,
+        context: ContextArg = None,
+    ) -> SecretOutcome:
+        caller = current_caller()
         body: dict[str, Any] = {
             "message": message,
-            "mode": "form",
-            "requestedSchema": requestedSchema,
             "queue": queue,
+            "requestedSchema": requestedSchema,
             "priority": priority,
         }
         if expiresIn is not None:
             body["expiresIn"] = expiresIn
         if context is not None:
             body["context"] = context
-        created: ReviewRequest = await _call(_create, agent_id, body)
-        if waitSeconds <= 0:
-            return created
-        try:
-            return await _wait_then_read(agent_id, created["id"], waitSeconds)
-        except anyio.get_cancelled_exc_class():
-            # The host cancelled the call (or hung up) before learning the id: nobody will read the answer,
-            # so the question leaves the reviewers' queue instead of costing someone's time.
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(DomainError):  # answered in the meantime
-                    await database_call(_withdraw)(agent_id, created["id"])
-            raise
+        flow_id, request = await _call(_open_flow, caller, body)
+        if waitSeconds > 0:
+            try:
+                request = await wait_with_progress(ctx, caller, request["id"], waitSeconds)
+            except anyio.get_cancelled_exc_class():
+                await _withdraw_unread(caller, request["id"])
+                raise
+        return secret_outcome(flow_id, request)
 
     @server.tool(
         name="get_request",
         title="Check a review request",
         description=(
-            "A request's status and, once closed, its result (MCP ElicitResult). waitSeconds > 0 waits up to "
-            "that long (capped) for the request to close."
+            "A request's status and, once closed, its result (MCP ElicitResult). While it is open, "
+            "retryAfterSeconds suggests when to ask again. waitSeconds > 0 waits up to that long (capped) for the "
+            "request to close."
         ),
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
-    async def get_request(id: str, waitSeconds: int = 0) -> ReviewRequest:
-        return await _wait_then_read(current_agent_id(), id, waitSeconds)
+    async def get_request(id: RequestIdArg, ctx: Context, waitSeconds: WaitArg = 0) -> ReviewRequest:
+        caller = current_caller()
+        if waitSeconds <= 0:
+            return await _call(_read, caller, id)  # type: ignore[no-any-return]
+        return await wait_with_progress(ctx, caller, id, wait_cap(waitSeconds))
 
     @server.tool(
         name="list_open_requests",
@@ -278,8 +586,10 @@ def build_server() -> MCPServer:
         description="This agent's open (pending or claimed) requests, newest first; optionally one queue's only.",
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
-    async def list_open_requests(queue: str | None = None) -> list[ReviewRequest]:
-        return await _call(_list_open, current_agent_id(), queue)  # type: ignore[no-any-return]
+    async def list_open_requests(
+        queue: Annotated[str | None, Field(description="Only this queue's requests (a slug).")] = None,
+    ) -> list[ReviewRequest]:
+        return await _call(_list_open, current_caller(), queue)  # type: ignore[no-any-return]
 
     @server.tool(
         name="cancel_request",
@@ -287,10 +597,24 @@ def build_server() -> MCPServer:
         description="Withdraw an open request (the answer is no longer needed); reviewers see it vanish.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
     )
-    async def cancel_request(id: str) -> ReviewRequest:
-        return await _call(_withdraw, current_agent_id(), id)  # type: ignore[no-any-return]
+    async def cancel_request(id: RequestIdArg) -> ReviewRequest:
+        return await _call(_withdraw, current_caller(), id)  # type: ignore[no-any-return]
 
     return server
+
+
+def secret_outcome(flow_id: str, request: ReviewRequest) -> SecretOutcome:
+    result = request.get("result")
+    outcome: SecretOutcome = {
+        "flowId": flow_id,
+        "requestId": request["id"],
+        "status": request["status"],
+        "action": result["action"] if result else None,
+        "redeem": f"POST /api/v1/flows/{flow_id}/retrieve with the agent key",
+    }
+    if "retryAfterSeconds" in request:
+        outcome["retryAfterSeconds"] = request["retryAfterSeconds"]
+    return outcome
 
 
 # --- mounting in front of Django -----------------------------------------------------------------------------------

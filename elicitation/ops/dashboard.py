@@ -11,9 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from prometheus_client.exposition import choose_encoder
 
 from elicitation.models import Queue
-from elicitation.ops import charts, metrics
+from elicitation.ops import charts, metrics, reach_metrics
 from elicitation.queue import access, clock
 from elicitation.queue.keys import bearer_token
 
@@ -108,6 +109,7 @@ def build_dashboard(queues: list[Queue], period: metrics.Period, now: datetime) 
         "depth_chart": depth_chart,
         "first_claim_chart": charts.percentile_chart("Time to first claim", spreads(first_claim), width=HALF),
         "completion_chart": charts.percentile_chart("Time to completion", spreads(completion), width=HALF),
+        "time_to_human_chart": reach_metrics.chart(queues, period.start, period.end, width=WIDE),
         "outcome_chart": outcome_chart,
         "outcome_legend": metrics.OUTCOMES,
         "breach_chart": breach_chart,
@@ -154,7 +156,10 @@ def prometheus(request: HttpRequest) -> HttpResponse:
         return _unauthorized()
     elif not request.user.is_staff:
         return HttpResponse("Staff only.\n", status=403, content_type="text/plain; charset=utf-8")
-    return HttpResponse(metrics.prometheus_text(), content_type="text/plain; version=0.0.4; charset=utf-8")
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    scrape = metrics.registry()
+    scrape.register(reach_metrics.ReachCollector())
+    return HttpResponse(encode(scrape), content_type=content_type)
 
 
 def _unauthorized() -> HttpResponse:

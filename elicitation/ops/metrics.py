@@ -7,7 +7,7 @@ sample (the most recent MAX_SAMPLE requests per queue). Queue depth over time is
 """
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,13 +19,14 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
-    Min,
     Q,
     QuerySet,
 )
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from elicitation.models import (
-    OPEN_STATUSES,
     ActorType,
     DeliveryStatus,
     ElicitationRequest,
@@ -34,7 +35,7 @@ from elicitation.models import (
     Status,
     WebhookDelivery,
 )
-from elicitation.queue import clock
+from elicitation.queue import clock, selectors
 
 CLOSING_KINDS = ("completed", "expired", "withdrawn")
 BREACH_KINDS = ("expired", "escalated")
@@ -340,136 +341,121 @@ class QueueNow:
 
 
 def queues_now(queues: Iterable[Queue], now: datetime | None = None) -> list[QueueNow]:
-    now = now or clock.now()
-    rows = (
-        Queue.objects.filter(pk__in=[q.pk for q in queues])
-        .annotate(
-            pending=Count("requests", filter=Q(requests__status=Status.PENDING)),
-            claimed=Count("requests", filter=Q(requests__status=Status.CLAIMED)),
-            overdue=Count(
-                "requests", filter=Q(requests__status__in=OPEN_STATUSES, requests__deadline__lte=now)
-            ),
-            oldest=Min("requests__created_at", filter=Q(requests__status=Status.PENDING)),
-        )
-        .order_by("slug")
-    )
-    return [QueueNow(q, q.pending, q.claimed, q.overdue, q.oldest) for q in rows]
+    # Counted by the selector the dashboard, queue page and reviewer API use: one definition of each count.
+    summaries = selectors.open_counts(Queue.objects.filter(pk__in=[q.pk for q in queues]), now)
+    return [QueueNow(s.queue, s.pending, s.claimed, s.overdue, s.oldest_pending_at) for s in summaries]
 
 
 # --- Prometheus exposition -------------------------------------------------------------------------------------
 
 
-def _label(value: Any) -> str:
-    text = str(value)
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class ReviewHubCollector(Collector):
+    """The dashboard's figures as Prometheus families, read from the database on every collect (a scrape).
 
+    Counters are all-time; latency quantiles cover the last 24 hours."""
 
-def _number(value: float) -> str:
-    return str(int(value)) if value == int(value) else repr(round(float(value), 3))
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now
 
+    def collect(self) -> Iterator[Metric]:
+        now = self.now or clock.now()
+        queues = list(Queue.objects.order_by("slug"))
+        slug_of = {q.pk: q.slug for q in queues}
+        current = queues_now(queues, now)
+        open_requests = GaugeMetricFamily(
+            "reviewhub_queue_open_requests", "Open requests per queue and status.", labels=["queue", "status"]
+        )
+        overdue = GaugeMetricFamily(
+            "reviewhub_queue_overdue_requests",
+            "Open requests past their deadline that the sweep has not expired yet.",
+            labels=["queue"],
+        )
+        oldest = GaugeMetricFamily(
+            "reviewhub_queue_oldest_pending_age_seconds",
+            "Age of the oldest pending request per queue (0 when none is pending).",
+            labels=["queue"],
+        )
+        for status in ("pending", "claimed"):
+            for q in current:
+                open_requests.add_metric([q.queue.slug, status], getattr(q, status))
+        for q in current:
+            overdue.add_metric([q.queue.slug], q.overdue)
+            age = (now - q.oldest_pending_at).total_seconds() if q.oldest_pending_at else 0
+            oldest.add_metric([q.queue.slug], max(age, 0))
+        yield from (open_requests, overdue, oldest)
 
-class Exposition:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
+        closed = CounterMetricFamily(
+            "reviewhub_requests_closed_total",
+            "Closed requests per queue and outcome (accept, decline, cancel, expired, withdrawn).",
+            labels=["queue", "outcome"],
+        )
+        for queue_id, by_outcome in sorted(outcomes(queues, None).items(), key=lambda item: slug_of[item[0]]):
+            for outcome, count in by_outcome.items():
+                closed.add_metric([slug_of[queue_id], outcome], count)
+        yield closed
 
-    def family(
-        self, name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, Any], float]]
-    ) -> None:
-        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        for labels, value in samples:
-            rendered = ",".join(f'{key}="{_label(val)}"' for key, val in labels.items())
-            self.lines.append(
-                f"{name}{{{rendered}}} {_number(value)}" if rendered else f"{name} {_number(value)}"
+        breaches = breach_counts(queues)
+        breached = CounterMetricFamily(
+            "reviewhub_deadline_breaches_total",
+            "Requests whose deadline passed in a queue (expired there, or escalated out of it).",
+            labels=["queue"],
+        )
+        for queue in queues:
+            breached.add_metric([queue.slug], breaches.get(queue.slug, 0))
+        yield breached
+
+        day = Period.last(1, now)
+        for name, figures, what in (
+            (
+                "reviewhub_time_to_first_claim_seconds",
+                time_to_first_claim(queues, day),
+                "arrival to first claim",
+            ),
+            ("reviewhub_time_to_completion_seconds", time_to_completion(queues, day), "arrival to answer"),
+        ):
+            latency = GaugeMetricFamily(
+                name,
+                f"Seconds from {what}, per queue, over the last 24 hours (quantiles 0.5 and 0.9).",
+                labels=["queue", "quantile"],
             )
+            for queue_id, figure in sorted(figures.items(), key=lambda item: slug_of[item[0]]):
+                for label, value in (("0.5", figure.p50), ("0.9", figure.p90)):
+                    if value is not None:
+                        latency.add_metric([slug_of[queue_id], label], value)
+            yield latency
 
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        answered = CounterMetricFamily(
+            "reviewhub_reviewer_answers_total", "Requests answered per reviewer.", labels=["reviewer"]
+        )
+        rows = (
+            ElicitationRequest.objects.filter(status=Status.COMPLETED, answered_by__isnull=False)
+            .values("answered_by__username")
+            .annotate(n=Count("pk"))
+            .order_by("answered_by__username")
+        )
+        for row in rows:
+            answered.add_metric([row["answered_by__username"]], row["n"])
+        yield answered
+
+        counts = dict(WebhookDelivery.objects.values_list("status").annotate(n=Count("pk")).order_by())
+        deliveries = GaugeMetricFamily(
+            "reviewhub_webhook_deliveries",
+            "Webhook deliveries by status (pending, delivered, dead).",
+            labels=["status"],
+        )
+        for status in DeliveryStatus.values:
+            deliveries.add_metric([status], counts.get(status, 0))
+        yield deliveries
+
+
+def registry(now: datetime | None = None) -> CollectorRegistry:
+    """A registry of its own per scrape: the values come from the database, not from process-local counters,
+    so every process answers the same and nothing is registered globally."""
+    scrape = CollectorRegistry(auto_describe=False)
+    scrape.register(ReviewHubCollector(now))
+    return scrape
 
 
 def prometheus_text(now: datetime | None = None) -> str:
-    """The dashboard's figures in the Prometheus text format (0.0.4). Counters are all-time; latency quantiles
-    cover the last 24 hours."""
-    now = now or clock.now()
-    queues = list(Queue.objects.order_by("slug"))
-    slug_of = {q.pk: q.slug for q in queues}
-    current = queues_now(queues, now)
-    out = Exposition()
-    out.family(
-        "reviewhub_queue_open_requests",
-        "gauge",
-        "Open requests per queue and status.",
-        [({"queue": q.queue.slug, "status": "pending"}, q.pending) for q in current]
-        + [({"queue": q.queue.slug, "status": "claimed"}, q.claimed) for q in current],
-    )
-    out.family(
-        "reviewhub_queue_overdue_requests",
-        "gauge",
-        "Open requests past their deadline that the sweep has not expired yet.",
-        [({"queue": q.queue.slug}, q.overdue) for q in current],
-    )
-    out.family(
-        "reviewhub_queue_oldest_pending_age_seconds",
-        "gauge",
-        "Age of the oldest pending request per queue (0 when none is pending).",
-        [
-            (
-                {"queue": q.queue.slug},
-                max((now - q.oldest_pending_at).total_seconds(), 0) if q.oldest_pending_at else 0,
-            )
-            for q in current
-        ],
-    )
-    closed = outcomes(queues, None)
-    out.family(
-        "reviewhub_requests_closed_total",
-        "counter",
-        "Closed requests per queue and outcome (accept, decline, cancel, expired, withdrawn).",
-        [
-            ({"queue": slug_of[queue_id], "outcome": outcome}, count)
-            for queue_id, by_outcome in sorted(closed.items(), key=lambda item: slug_of[item[0]])
-            for outcome, count in by_outcome.items()
-        ],
-    )
-    breaches = breach_counts(queues)
-    out.family(
-        "reviewhub_deadline_breaches_total",
-        "counter",
-        "Requests whose deadline passed in a queue (expired there, or escalated out of it).",
-        [({"queue": q.slug}, breaches.get(q.slug, 0)) for q in queues],
-    )
-    day = Period.last(1, now)
-    for name, figures, what in (
-        ("reviewhub_time_to_first_claim_seconds", time_to_first_claim(queues, day), "arrival to first claim"),
-        ("reviewhub_time_to_completion_seconds", time_to_completion(queues, day), "arrival to answer"),
-    ):
-        out.family(
-            name,
-            "gauge",
-            f"Seconds from {what}, per queue, over the last 24 hours (quantiles 0.5 and 0.9).",
-            [
-                ({"queue": slug_of[queue_id], "quantile": label}, value)
-                for queue_id, latency in sorted(figures.items(), key=lambda item: slug_of[item[0]])
-                for label, value in (("0.5", latency.p50), ("0.9", latency.p90))
-                if value is not None
-            ],
-        )
-    answered = (
-        ElicitationRequest.objects.filter(status=Status.COMPLETED, answered_by__isnull=False)
-        .values("answered_by__username")
-        .annotate(n=Count("pk"))
-        .order_by("answered_by__username")
-    )
-    out.family(
-        "reviewhub_reviewer_answers_total",
-        "counter",
-        "Requests answered per reviewer.",
-        [({"reviewer": row["answered_by__username"]}, row["n"]) for row in answered],
-    )
-    deliveries = dict(WebhookDelivery.objects.values_list("status").annotate(n=Count("pk")).order_by())
-    out.family(
-        "reviewhub_webhook_deliveries",
-        "gauge",
-        "Webhook deliveries by status (pending, delivered, dead).",
-        [({"status": status}, deliveries.get(status, 0)) for status in DeliveryStatus.values],
-    )
-    return out.text()
+    """The figures in the Prometheus text format, as prometheus_client writes it."""
+    return generate_latest(registry(now)).decode()

@@ -26,6 +26,14 @@ def can_supervise(user: Any, queue: Queue) -> bool:
     return bool(user.is_staff) or queue.supervisors.filter(pk=user.pk).exists()
 
 
+def can_remember_decisions(user: Any, queue: Queue) -> bool:
+    """Turning an answer into a remembered decision (a rule that answers later requests): supervisors, and
+    reviewers of the queue given the `remember_decision` permission."""
+    if not can_review(user, queue):
+        return False
+    return can_supervise(user, queue) or bool(user.has_perm("elicitation.remember_decision"))
+
+
 def reviewer_queues(user: Any) -> QuerySet[Queue]:
     """Every queue the reviewer may see, each once (a member who also supervises is not counted twice)."""
     if user.is_staff:

@@ -20,10 +20,15 @@ class IssuedKey:
     hash: str
 
 
-def hash_key(full_key: str) -> str:
+def hash_key(full_key: str, pepper: str | None = None) -> str:
     # A keyed HMAC rather than a slow hash: keys are 256-bit random, so brute force is moot, and
     # verification stays cheap on every request. The pepper keeps a leaked table from being checkable.
-    return hmac.new(settings.API_KEY_PEPPER.encode(), full_key.encode(), hashlib.sha256).hexdigest()
+    secret = settings.API_KEY_PEPPER if pepper is None else pepper
+    return hmac.new(secret.encode(), full_key.encode(), hashlib.sha256).hexdigest()
+
+
+def previous_peppers() -> list[str]:
+    return [p for p in settings.API_KEY_PEPPER_PREVIOUS if p and p != settings.API_KEY_PEPPER]
 
 
 def issue_key(kind: str) -> IssuedKey:
@@ -41,7 +46,23 @@ def split_prefix(full_key: str, kind: str) -> str | None:
 
 
 def key_matches(full_key: str, stored_hash: str) -> bool:
-    return hmac.compare_digest(hash_key(full_key), stored_hash)
+    return matching_pepper(full_key, stored_hash) is not None
+
+
+def matching_pepper(full_key: str, stored_hash: str) -> str | None:
+    """ "current" if `stored_hash` is the key's HMAC under API_KEY_PEPPER, "previous" if under one of
+    API_KEY_PEPPER_PREVIOUS (the rotation window), else None. Each comparison is constant-time."""
+    if hmac.compare_digest(hash_key(full_key), stored_hash):
+        return "current"
+    if any(hmac.compare_digest(hash_key(full_key, pepper), stored_hash) for pepper in previous_peppers()):
+        return "previous"
+    return None
+
+
+def rehash_under_current_pepper(model: Any, pk: Any, full_key: str, stored_hash: str) -> None:
+    """During a pepper rotation a key that signs in under the previous pepper is re-hashed under the current one
+    (as Django upgrades password hashes at login): compare-and-set, so a concurrent rotation of the key wins."""
+    model.objects.filter(pk=pk, key_hash=stored_hash).update(key_hash=hash_key(full_key))
 
 
 def webhook_secret(agent_id: int, key_prefix: str) -> str:
@@ -73,8 +94,13 @@ def agent_for_key(full_key: str) -> Agent | None:
     if prefix is None:
         return None
     agent = Agent.objects.filter(key_prefix=prefix).first()
-    if agent is None or not key_matches(full_key, agent.key_hash) or not agent.is_active:
+    if agent is None or not agent.is_active:
         return None
+    matched = matching_pepper(full_key, agent.key_hash)
+    if matched is None:
+        return None
+    if matched == "previous":
+        rehash_under_current_pepper(Agent, agent.pk, full_key, agent.key_hash)
     return agent
 
 
@@ -82,6 +108,11 @@ def reviewer_token_for_key(full_key: str) -> ReviewerToken | None:
     """The live reviewer token (with its active user) for this key, or None."""
     prefix = split_prefix(full_key, "rhr")
     row = ReviewerToken.objects.select_related("user").filter(key_prefix=prefix).first() if prefix else None
-    if row is None or row.revoked_at is not None or not key_matches(full_key, row.key_hash):
+    if row is None or row.revoked_at is not None or not row.user.is_active:
         return None
-    return row if row.user.is_active else None
+    matched = matching_pepper(full_key, row.key_hash)
+    if matched is None:
+        return None
+    if matched == "previous":
+        rehash_under_current_pepper(ReviewerToken, row.pk, full_key, row.key_hash)
+    return row

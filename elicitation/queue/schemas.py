@@ -1,8 +1,10 @@
 """MCP elicitation `requestedSchema`s: parse them into form questions and validate the answers.
 
-Accepts exactly the restricted JSON Schema subset that MCP allows in its 2025-06-18, 2025-11-25 and
-2026-07-28 revisions (`PrimitiveSchemaDefinition` for each property). Pure Python on purpose: the API,
-the reviewer UI and background jobs all share these rules and none of them should need Django for it.
+Built on the official MCP definitions of revisions 2025-06-18, 2025-11-25 and 2026-07-28, shipped beside this
+module in `mcp_elicitation_schema.json`: each property is checked by a JSON Schema validator (jsonschema-rs)
+against the definition it is read as (`StringSchema`, `NumberSchema`, ..., `TitledMultiSelectEnumSchema`), so
+what MCP accepts is accepted, with ReviewHub's size limits and a few stricter rules on top (listed in the
+README); every problem keeps its JSON path. Free of Django on purpose: the API, the reviewer UI and background jobs all share these rules.
 """
 
 from __future__ import annotations
@@ -12,18 +14,20 @@ import datetime
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 from jsonschema import FormatChecker
 
 QUESTION_KINDS = ("text", "number", "integer", "boolean", "single-select", "multi-select")
 TEXT_FORMATS = ("email", "uri", "date", "date-time")
 
+# Property names are kept exactly as sent; this bound is the drafts table's column width.
 MAX_PROPERTY_NAME_LENGTH = 64
-# Property names become HTML form field names and JSON paths, so they stay in a plain alphabet.
-PROPERTY_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 @dataclass(frozen=True)
@@ -123,45 +127,134 @@ class AnswerInvalid(Exception):
 # Parsing requestedSchema
 # ---------------------------------------------------------------------------------------------------
 
-# `additionalProperties: false` is what zod and pydantic emit for closed objects; it changes nothing here,
-# since unknown answer keys are rejected anyway. Any other value is refused.
-_ROOT_KEYS = frozenset(
-    {"type", "properties", "required", "$schema", "title", "description", "additionalProperties"}
+# The official MCP definitions, shipped with the package (see the file's description for source and revisions).
+_SPEC_FILE = Path(__file__).with_name("mcp_elicitation_schema.json")
+_SPEC: dict[str, Any] = json.loads(_SPEC_FILE.read_text(encoding="utf-8"))
+_REGISTRY = jsonschema_rs.Registry([(_SPEC["$id"], _SPEC)])
+MCP_REVISIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
+# Problems are explained against the newest revision's definition of the variant a property is read as.
+_NEWEST = f"mcp-{MCP_REVISIONS[-1]}"
+
+
+def _spec_node(pointer: str) -> dict[str, Any]:
+    node: Any = _SPEC
+    for part in pointer.split("/"):
+        node = node[part]
+    assert isinstance(node, dict)
+    return node
+
+
+def _spec_validator(uri: str) -> jsonschema_rs.Validator:
+    # jsonschema_rs, not jsonschema: 50 properties of 200 options cost 260 ms in pure Python (README, dependencies).
+    return jsonschema_rs.validator_for({"$ref": uri}, registry=_REGISTRY)
+
+
+def _newest_definition(name: str) -> jsonschema_rs.Validator:
+    return _spec_validator(f"urn:mcp:schema:{MCP_REVISIONS[-1]}#/$defs/{name}")
+
+
+_UNION_REQUESTED_SCHEMA = _spec_validator(f"{_SPEC['$id']}#/$defs/requestedSchema")
+_NEWEST_REQUESTED_SCHEMA = _newest_definition("ElicitRequestFormParams/properties/requestedSchema")
+
+# How ReviewHub reads a property, and the MCP definition each reading is checked against.
+_VARIANT_DEFINITIONS = {
+    "text": "StringSchema",
+    "number": "NumberSchema",
+    "integer": "NumberSchema",
+    "boolean": "BooleanSchema",
+    "enum-select": "UntitledSingleSelectEnumSchema",
+    "legacy-select": "LegacyTitledEnumSchema",
+    "titled-select": "TitledSingleSelectEnumSchema",
+    "multi-select": "UntitledMultiSelectEnumSchema",
+    "titled-multi-select": "TitledMultiSelectEnumSchema",
+}
+_VARIANT_VALIDATORS = {variant: _newest_definition(name) for variant, name in _VARIANT_DEFINITIONS.items()}
+
+
+def _declared_keys(name: str) -> frozenset[str]:
+    return frozenset(_spec_node(f"$defs/{_NEWEST}/$defs/{name}")["properties"])
+
+
+# A keyword the definition does not declare is refused: ReviewHub could not enforce it (the MCP definitions
+# leave undeclared keywords open, so this is one of ReviewHub's stricter rules).
+_VARIANT_KEYS = {variant: _declared_keys(name) for variant, name in _VARIANT_DEFINITIONS.items()}
+_MULTI_SELECT_ITEM_KEYS = frozenset(
+    _spec_node(f"$defs/{_NEWEST}/$defs/UntitledMultiSelectEnumSchema/properties/items")["properties"]
 )
+# A redundant "type": "string" beside anyOf is what generators emit; it is checked, not refused.
+_TITLED_ITEM_KEYS = frozenset(
+    _spec_node(f"$defs/{_NEWEST}/$defs/TitledMultiSelectEnumSchema/properties/items")["properties"]
+) | {"type"}
+_OPTION_KEYS = frozenset(
+    _spec_node(f"$defs/{_NEWEST}/$defs/TitledSingleSelectEnumSchema/properties/oneOf/items")["properties"]
+)
+# `title`, `description` and `additionalProperties: false` are what zod and pydantic emit for a model; the
+# last changes nothing here, since unknown answer keys are refused anyway. Any other value is refused.
+_ROOT_KEYS = frozenset(
+    _spec_node(f"$defs/{_NEWEST}/$defs/ElicitRequestFormParams/properties/requestedSchema")["properties"]
+) | {"title", "description", "additionalProperties"}
 _REFERENCE_REASONS = {
     "$ref": "references are not supported; inline the schema",
     "$defs": "definitions are not supported; inline the schema",
     "definitions": "definitions are not supported; inline the schema",
 }
 _PROPERTY_TYPES = ("string", "number", "integer", "boolean", "array")
-
-# Property variants, mirroring the MCP definitions; "sensitive" is added for text when enabled.
-_BASE_KEYS = frozenset({"type", "title", "description", "default"})
-_VARIANT_KEYS = {
-    "text": _BASE_KEYS | {"minLength", "maxLength", "format"},
-    "number": _BASE_KEYS | {"minimum", "maximum"},
-    "integer": _BASE_KEYS | {"minimum", "maximum"},
-    "boolean": _BASE_KEYS,
-    "enum-select": _BASE_KEYS | {"enum", "enumNames"},
-    "titled-select": _BASE_KEYS | {"oneOf"},
-    "multi-select": _BASE_KEYS | {"items", "minItems", "maxItems"},
-}
 _VARIANT_NAMES = {
     "text": "a text question",
     "number": "a number question",
     "integer": "an integer question",
     "boolean": "a boolean question",
     "enum-select": "a single-select question",
+    "legacy-select": "a single-select question",
     "titled-select": "a single-select question",
     "multi-select": "a multi-select question",
+    "titled-multi-select": "a multi-select question",
 }
 _MISSING = object()
+
+# Reasons for a value of the wrong JSON type, by the keyword it was given for: each states the whole rule,
+# ReviewHub's stricter part included, so one message says what to send.
+_TYPE_WORDS = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "an array",
+}
+_TYPE_REASONS_BY_KEYWORD = {
+    "minLength": "must be a non-negative integer",
+    "maxLength": "must be a non-negative integer",
+    "minItems": "must be a non-negative integer",
+    "maxItems": "must be a non-negative integer",
+    "enum": "must be a non-empty array",
+    "oneOf": "must be a non-empty array",
+    "anyOf": "must be a non-empty array",
+    "enumNames": "must be an array of strings",
+    "required": "must be an array of property names",
+}
+# Property names may be any non-empty string (the MCP definitions allow every one), except for characters that a
+# browser's form encoding or the database would change or refuse: controls (CR/LF are rewritten in form field
+# names, NUL is refused by PostgreSQL) and lone surrogates (not encodable as UTF-8).
+_UNFIT_NAME_CATEGORIES = frozenset({"Cc", "Cs"})
+
+
+def mcp_spec_accepts(schema: Any) -> bool:
+    """Whether any MCP revision ReviewHub speaks accepts this `requestedSchema`, ReviewHub's own rules aside."""
+    try:
+        return bool(_UNION_REQUESTED_SCHEMA.is_valid(schema))
+    except (ValueError, OverflowError):  # not JSON at all (a non-string key)
+        return False
 
 
 def parse_requested_schema(
     schema: Any, *, limits: SchemaLimits = DEFAULT_LIMITS, allow_sensitive: bool = False
 ) -> list[Question]:
-    """Turn an MCP `requestedSchema` into questions, or raise SchemaInvalid listing every problem."""
+    """Turn an MCP `requestedSchema` into questions, or raise SchemaInvalid listing every problem.
+
+    Each property is read as one MCP definition (StringSchema, NumberSchema, ..., TitledMultiSelectEnumSchema)
+    and checked against it by a JSON Schema validator; ReviewHub's size limits and stricter rules come on top.
+    """
     parser = _SchemaParser(limits=limits, allow_sensitive=allow_sensitive)
     questions = parser.parse_root(schema)
     if parser.problems:
@@ -172,7 +265,18 @@ def parse_requested_schema(
 def _key_path(parent: str, key: Any) -> str:
     if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.\-$]+", key):
         return f"{parent}.{key}"
-    return f"{parent}[{json.dumps(key if isinstance(key, str) else str(key))}]"
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{parent}[{key}]"
+    text = key if isinstance(key, str) else str(key)
+    # Readable for names in any script; escaped where a character would not print (controls, surrogates).
+    return f"{parent}[{json.dumps(text, ensure_ascii=not text.isprintable())}]"
+
+
+def _json_path(parent: str, location: Iterable[Any]) -> str:
+    path = parent
+    for key in location:
+        path = _key_path(path, key)
+    return path
 
 
 def _is_number(value: Any) -> bool:
@@ -181,8 +285,25 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int) or math.isfinite(value)
 
 
-def _is_non_negative_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _spec_reason(error: jsonschema_rs.ValidationError, location: list[Any]) -> str:
+    kind = error.kind
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Type):
+        last = location[-1] if location else None
+        if isinstance(last, str) and last in _TYPE_REASONS_BY_KEYWORD:
+            return _TYPE_REASONS_BY_KEYWORD[last]
+        if isinstance(last, int) and len(location) >= 2 and location[-2] in ("oneOf", "anyOf"):
+            return "must be an object with const and title"
+        return "must be " + " or ".join(_TYPE_WORDS.get(name, name) for name in kind.types)
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Constant):
+        return f"must be {json.dumps(kind.expected_value)}"
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Enum):
+        return "must be one of: " + ", ".join(str(value) for value in kind.options)
+    return str(error.message)  # no keyword of today's MCP definitions reaches this
+
+
+# Where the definition finds several problems at one path, the most telling one is shown: "must be one of: …"
+# says more than "must be a string".
+_REASON_PRIORITY = {"required": 0, "const": 1, "enum": 1}
 
 
 @dataclass
@@ -190,9 +311,37 @@ class _SchemaParser:
     limits: SchemaLimits
     allow_sensitive: bool
     problems: list[dict[str, str]] = field(default_factory=list)
+    reported: set[str] = field(default_factory=set)
 
     def report(self, path: str, reason: str) -> None:
-        self.problems.append({"path": path, "reason": reason})
+        # One reason per path: the first found (the MCP definition's, when it has one) says what to fix.
+        if path not in self.reported:
+            self.reported.add(path)
+            self.problems.append({"path": path, "reason": reason})
+
+    def spec_check(self, validator: jsonschema_rs.Validator, instance: Any, path: str) -> bool:
+        """Report where `instance` breaks the MCP definition; True when it fits. Defaults are left to
+        `with_default`, which words them as the answer they stand for."""
+        try:
+            errors = list(validator.iter_errors(instance))
+        except (ValueError, OverflowError):  # not JSON (a non-string key): only Python callers can send it
+            self.report(path, "must be JSON")
+            return False
+        found: dict[str, tuple[int, str]] = {}
+        for error in errors:
+            location = list(error.instance_path)
+            if location[:1] == ["default"] and path != "$":
+                continue
+            if isinstance(error.kind, jsonschema_rs.ValidationErrorKind.Required):
+                found[_json_path(path, [*location, error.kind.property])] = (0, "is required")
+                continue
+            priority = _REASON_PRIORITY.get(error.kind.name, 2)
+            error_path = _json_path(path, location)
+            if error_path not in found or priority < found[error_path][0]:
+                found[error_path] = (priority, _spec_reason(error, location))
+        for error_path, (_, reason) in found.items():
+            self.report(error_path, reason)
+        return not found
 
     # --- root ---------------------------------------------------------------------------------------
 
@@ -200,47 +349,34 @@ class _SchemaParser:
         if not isinstance(schema, dict):
             self.report("$", "must be an object")
             return []
+        # Properties are checked one by one below, each against the definition it is read as.
+        properties = schema.get("properties", _MISSING)
+        shallow = {**schema, "properties": {}} if isinstance(properties, dict) else schema
+        if not _UNION_REQUESTED_SCHEMA.is_valid(shallow):
+            self.spec_check(_NEWEST_REQUESTED_SCHEMA, shallow, "$")
         self.check_references(schema, "$")
         self.check_keys(schema, "$", _ROOT_KEYS, "requestedSchema")
-        if "type" not in schema:
-            self.report("$.type", "is required")
-        elif schema["type"] != "object":
-            self.report("$.type", 'must be "object"')
         for key in ("$schema", "title", "description"):
             if key in schema:
                 self.check_string(schema[key], _key_path("$", key))
         if schema.get("additionalProperties", False) is not False:
             self.report("$.additionalProperties", "may only be false")
-        properties = self.root_properties(schema)
-        required = self.required_names(schema, None if properties is None else set(properties))
+        if isinstance(properties, dict) and len(properties) > self.limits.max_properties:
+            # Not parsing each one keeps the work bounded for hostile input.
+            self.report("$.properties", f"must have at most {self.limits.max_properties} properties")
+            return []
+        known = set(properties) if isinstance(properties, dict) else None
+        required = self.required_names(schema.get("required"), known)
         questions = []
-        for name, definition in (properties or {}).items():
+        for name, definition in properties.items() if isinstance(properties, dict) else ():
             question = self.parse_property(name, definition, name in required)
             if question is not None:
                 questions.append(question)
         return questions
 
-    def root_properties(self, schema: dict[str, Any]) -> dict[str, Any] | None:
-        properties = schema.get("properties", _MISSING)
-        if properties is _MISSING:
-            self.report("$.properties", "is required")
-            return None
-        if not isinstance(properties, dict):
-            self.report("$.properties", "must be an object")
-            return None
-        if len(properties) > self.limits.max_properties:
-            # Not parsing each one keeps the work bounded for hostile input.
-            self.report("$.properties", f"must have at most {self.limits.max_properties} properties")
-            return None
-        return properties
-
-    def required_names(self, schema: dict[str, Any], known_names: set[str] | None) -> set[str]:
-        if "required" not in schema:
-            return set()
-        names = schema["required"]
+    def required_names(self, names: Any, known_names: set[str] | None) -> set[str]:
         if not isinstance(names, list):
-            self.report("$.required", "must be an array of property names")
-            return set()
+            return set()  # absent, or reported against the MCP definition
         if len(names) > self.limits.max_properties:
             self.report("$.required", f"must list at most {self.limits.max_properties} names")
             return set()
@@ -248,8 +384,8 @@ class _SchemaParser:
         for index, name in enumerate(names):
             path = f"$.required[{index}]"
             if not isinstance(name, str):
-                self.report(path, "must be a string")
-            elif name in seen:
+                continue  # reported against the MCP definition
+            if name in seen:
                 self.report(path, "is listed more than once")
             else:
                 seen.add(name)
@@ -259,37 +395,39 @@ class _SchemaParser:
 
     # --- properties ---------------------------------------------------------------------------------
 
-    def parse_property(self, name: Any, definition: Any, required: bool) -> Question | None:
+    def parse_property(self, name: str, definition: Any, required: bool) -> Question | None:
         path = _key_path("$.properties", name)
         name_is_valid = self.check_property_name(name, path)
-        if not isinstance(definition, dict):
-            self.report(path, "must be an object")
-            return None
-        self.check_references(definition, path)
         variant = self.property_variant(definition, path)
+        if isinstance(definition, dict):
+            self.check_references(definition, path)
         if variant is None:
             return None
         allowed = _VARIANT_KEYS[variant]
         if variant == "text" and self.allow_sensitive:
             allowed = allowed | {"sensitive"}
         self.check_keys(definition, path, allowed, _VARIANT_NAMES[variant])
-        question = self.build_question(variant, name if name_is_valid else "", definition, path, required)
+        self.check_nested_keys(variant, definition, path)
+        if not self.spec_check(_VARIANT_VALIDATORS[variant], definition, path):
+            return None
+        question = self.build_question(variant, name, definition, path, required)
         return question if name_is_valid else None
 
-    def check_property_name(self, name: Any, path: str) -> bool:
-        if (
-            isinstance(name, str)
-            and 0 < len(name) <= MAX_PROPERTY_NAME_LENGTH
-            and PROPERTY_NAME_PATTERN.fullmatch(name)
+    def check_property_name(self, name: str, path: str) -> bool:
+        if 0 < len(name) <= MAX_PROPERTY_NAME_LENGTH and not any(
+            unicodedata.category(character) in _UNFIT_NAME_CATEGORIES for character in name
         ):
             return True
         self.report(
-            path,
-            f"must be 1-{MAX_PROPERTY_NAME_LENGTH} characters of letters, digits, '_', '.' or '-'",
+            path, f"must be 1-{MAX_PROPERTY_NAME_LENGTH} characters, none of them a control character"
         )
         return False
 
-    def property_variant(self, definition: dict[str, Any], path: str) -> str | None:
+    def property_variant(self, definition: Any, path: str) -> str | None:
+        """Which MCP definition the property is read as, from the keywords each one requires."""
+        if not isinstance(definition, dict):
+            self.report(path, "must be an object")
+            return None
         type_path = f"{path}.type"
         kind = definition.get("type", _MISSING)
         if kind is _MISSING:
@@ -301,7 +439,7 @@ class _SchemaParser:
         elif kind == "string":
             return self.string_variant(definition, path)
         elif kind == "array":
-            return "multi-select"
+            return self.array_variant(definition, path)
         else:
             return kind
         return None
@@ -311,10 +449,51 @@ class _SchemaParser:
             self.report(path, "must list options in either enum or oneOf, not both")
             return None
         if "enum" in definition:
-            return "enum-select"
+            return "legacy-select" if "enumNames" in definition else "enum-select"
         if "oneOf" in definition:
             return "titled-select"
         return "text"
+
+    def array_variant(self, definition: dict[str, Any], path: str) -> str | None:
+        items = definition.get("items")
+        if not isinstance(items, dict):
+            return "multi-select"  # the definition reports the missing or malformed items
+        if "anyOf" in items:
+            return "titled-multi-select"
+        if "enum" in items:
+            return "multi-select"
+        self.check_references(items, f"{path}.items")
+        if items.get("type") == "object":
+            self.report(f"{path}.items.type", "nested objects are not supported")
+        else:
+            self.report(
+                f"{path}.items", "arrays are only supported as multi-selects: list options in enum or anyOf"
+            )
+        return None
+
+    def check_nested_keys(self, variant: str, definition: dict[str, Any], path: str) -> None:
+        """References and unknown keywords inside items and options, whatever else is wrong there."""
+        options_key = "oneOf" if variant == "titled-select" else None
+        options: Any = definition.get("oneOf") if options_key else None
+        options_path = f"{path}.oneOf"
+        items = definition.get("items")
+        if variant in ("multi-select", "titled-multi-select") and isinstance(items, dict):
+            items_path = f"{path}.items"
+            self.check_references(items, items_path)
+            if variant == "titled-multi-select":
+                self.check_keys(items, items_path, _TITLED_ITEM_KEYS, "multi-select items")
+                if "type" in items and items["type"] != "string":
+                    self.report(f"{items_path}.type", 'must be "string"')
+                options, options_path = items.get("anyOf"), f"{items_path}.anyOf"
+            else:
+                self.check_keys(items, items_path, _MULTI_SELECT_ITEM_KEYS, "multi-select items")
+        if isinstance(options, list):
+            for index, option in enumerate(options):
+                if isinstance(option, dict):
+                    self.check_references(option, f"{options_path}[{index}]")
+                    self.check_keys(option, f"{options_path}[{index}]", _OPTION_KEYS, "an option")
+
+    # --- questions: the definition fits, ReviewHub's limits and stricter rules remain ------------------
 
     def build_question(
         self, variant: str, name: str, definition: dict[str, Any], path: str, required: bool
@@ -339,8 +518,10 @@ class _SchemaParser:
             "integer": self.number_question,
             "boolean": self.boolean_question,
             "enum-select": self.enum_select_question,
+            "legacy-select": self.enum_select_question,
             "titled-select": self.titled_select_question,
             "multi-select": self.multi_select_question,
+            "titled-multi-select": self.multi_select_question,
         }[variant]
         shaped = build(question, definition, path)
         if shaped is None:
@@ -349,16 +530,12 @@ class _SchemaParser:
 
     def text_question(self, base: Question, definition: dict[str, Any], path: str) -> Question | None:
         low, high = self.length_bounds(definition, path)
-        text_format = definition.get("format")
-        if text_format is not None and text_format not in TEXT_FORMATS:
-            self.report(f"{path}.format", f"must be one of: {', '.join(TEXT_FORMATS)}")
-            text_format = None
         sensitive = definition.get("sensitive", False)
         if not isinstance(sensitive, bool):
             self.report(f"{path}.sensitive", "must be true or false")
             sensitive = False
         return dataclasses.replace(
-            base, kind="text", format=text_format, min=low, max=high, sensitive=sensitive
+            base, kind="text", format=definition.get("format"), min=low, max=high, sensitive=sensitive
         )
 
     def length_bounds(self, definition: dict[str, Any], path: str) -> tuple[int | None, int | None]:
@@ -402,7 +579,12 @@ class _SchemaParser:
         return dataclasses.replace(base, kind="single-select", options=options)
 
     def multi_select_question(self, base: Question, definition: dict[str, Any], path: str) -> Question | None:
-        options = self.multi_select_options(definition, path)
+        items = definition["items"]
+        if "anyOf" in items:
+            options = self.titled_options(items["anyOf"], f"{path}.items.anyOf")
+        else:
+            values = self.enum_values(items["enum"], f"{path}.items.enum")
+            options = None if values is None else tuple(Option(value=value, label=value) for value in values)
         low = self.count_keyword(definition, path, "minItems")
         high = self.count_keyword(definition, path, "maxItems")
         if low is not None and high is not None and low > high:
@@ -415,93 +597,47 @@ class _SchemaParser:
             return None
         return dataclasses.replace(base, kind="multi-select", options=options, min=low, max=high)
 
-    def multi_select_options(self, definition: dict[str, Any], path: str) -> tuple[Option, ...] | None:
-        items_path = f"{path}.items"
-        items = definition.get("items", _MISSING)
-        if items is _MISSING:
-            self.report(items_path, "is required")
-            return None
-        if not isinstance(items, dict):
-            self.report(items_path, "must be an object")
-            return None
-        self.check_references(items, items_path)
-        if "anyOf" in items:
-            # The MCP definition only requires anyOf; a redundant "type": "string" is harmless.
-            self.check_keys(items, items_path, frozenset({"anyOf", "type"}), "multi-select items")
-            if "type" in items and items["type"] != "string":
-                self.report(f"{items_path}.type", 'must be "string"')
-            return self.titled_options(items["anyOf"], f"{items_path}.anyOf")
-        if "enum" in items:
-            self.check_keys(items, items_path, frozenset({"enum", "type"}), "multi-select items")
-            if items.get("type") != "string":
-                self.report(f"{items_path}.type", 'must be "string"')
-            values = self.enum_values(items["enum"], f"{items_path}.enum")
-            return None if values is None else tuple(Option(value=value, label=value) for value in values)
-        if items.get("type") == "object":
-            self.report(f"{items_path}.type", "nested objects are not supported")
-        else:
-            self.report(
-                items_path, "arrays are only supported as multi-selects: list options in enum or anyOf"
-            )
-        return None
-
     # --- option lists -------------------------------------------------------------------------------
 
-    def option_list(self, raw: Any, path: str) -> list[Any] | None:
-        if not isinstance(raw, list) or not raw:
+    def option_list(self, entries: list[Any], path: str) -> bool:
+        if not entries:
             self.report(path, "must be a non-empty array")
-            return None
-        if len(raw) > self.limits.max_options:
+            return False
+        if len(entries) > self.limits.max_options:
             self.report(path, f"must have at most {self.limits.max_options} options")
-            return None
-        return raw
+            return False
+        return True
 
-    def enum_values(self, raw: Any, path: str) -> list[str] | None:
-        entries = self.option_list(raw, path)
-        if entries is None:
+    def enum_values(self, entries: list[str], path: str) -> list[str] | None:
+        if not self.option_list(entries, path):
             return None
-        valid = [(entry, f"{path}[{index}]") for index, entry in enumerate(entries)]
-        valid = [(entry, entry_path) for entry, entry_path in valid if self.check_string(entry, entry_path)]
-        unique = self.check_unique(valid)
-        return [entry for entry, _ in valid] if unique and len(valid) == len(entries) else None
+        fitting = [self.check_string(entry, f"{path}[{index}]") for index, entry in enumerate(entries)]
+        unique = self.check_unique([(entry, f"{path}[{index}]") for index, entry in enumerate(entries)])
+        return entries if unique and all(fitting) else None
 
-    def enum_names(self, raw: Any, path: str, values: list[str] | None) -> list[str] | None:
-        if not isinstance(raw, list):
-            self.report(path, "must be an array of strings")
-            return None
-        names = [name for index, name in enumerate(raw) if self.check_string(name, f"{path}[{index}]")]
-        if len(names) != len(raw):
+    def enum_names(self, names: list[str], path: str, values: list[str] | None) -> list[str] | None:
+        fitting = [self.check_string(name, f"{path}[{index}]") for index, name in enumerate(names)]
+        if not all(fitting):
             return None
         if values is not None and len(names) != len(values):
             self.report(path, f"must have one name per enum value ({len(values)})")
             return None
         return names
 
-    def titled_options(self, raw: Any, path: str) -> tuple[Option, ...] | None:
-        entries = self.option_list(raw, path)
-        if entries is None:
+    def titled_options(self, entries: list[dict[str, str]], path: str) -> tuple[Option, ...] | None:
+        if not self.option_list(entries, path):
             return None
-        options = [self.titled_option(entry, f"{path}[{index}]") for index, entry in enumerate(entries)]
-        valid = [
-            (option, f"{path}[{index}].const") for index, option in enumerate(options) if option is not None
+        fitting = [
+            self.check_string(entry[key], f"{path}[{index}].{key}")
+            for index, entry in enumerate(entries)
+            for key in ("const", "title")
         ]
-        unique = self.check_unique([(option.value, option_path) for option, option_path in valid])
-        return tuple(option for option, _ in valid) if unique and len(valid) == len(entries) else None
-
-    def titled_option(self, entry: Any, path: str) -> Option | None:
-        if not isinstance(entry, dict):
-            self.report(path, "must be an object with const and title")
+        unique = self.check_unique(
+            [(entry["const"], f"{path}[{index}].const") for index, entry in enumerate(entries)]
+        )
+        if not (unique and all(fitting)):
             return None
-        self.check_references(entry, path)
-        self.check_keys(entry, path, frozenset({"const", "title"}), "an option")
-        fields_ok = True
-        for key in ("const", "title"):
-            if key not in entry:
-                self.report(f"{path}.{key}", "is required")
-                fields_ok = False
-            elif not self.check_string(entry[key], f"{path}.{key}"):
-                fields_ok = False
-        return Option(value=entry["const"], label=entry["title"]) if fields_ok else None
+        return tuple(Option(value=entry["const"], label=entry["title"]) for entry in entries)
 
     def check_unique(self, values_with_paths: list[tuple[str, str]]) -> bool:
         seen: set[str] = set()
@@ -533,24 +669,24 @@ class _SchemaParser:
         return dataclasses.replace(question, default=tuple(default) if isinstance(default, list) else default)
 
     def count_keyword(self, definition: dict[str, Any], path: str, key: str) -> int | None:
+        """An integer the definition already checked (3.0 counts, as in JSON Schema); ReviewHub wants >= 0."""
         if key not in definition:
             return None
-        value = definition[key]
-        if not _is_non_negative_int(value):
+        value = int(definition[key])
+        if value < 0:
             self.report(f"{path}.{key}", "must be a non-negative integer")
             return None
-        return int(value)
+        return value
 
     def number_keyword(
         self, definition: dict[str, Any], path: str, key: str, *, integral: bool
     ) -> int | float | None:
         if key not in definition:
             return None
-        value = definition[key]
-        if not _is_number(value):
-            self.report(f"{path}.{key}", "must be a number")
+        number: int | float = definition[key]
+        if not _is_number(number):
+            self.report(f"{path}.{key}", "must be a number")  # NaN or an infinity
             return None
-        number: int | float = value
         if integral and isinstance(number, float):
             if not number.is_integer():
                 self.report(f"{path}.{key}", "must be an integer")

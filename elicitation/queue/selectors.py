@@ -1,18 +1,57 @@
 """Non-trivial reads: queue listings with counts, claim-next candidates, the event feed. Reads never write: an
 open request past its deadline is listed as overdue until the sweeper closes it."""
 
+import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Min, Q, QuerySet, prefetch_related_objects
+from django.db.models import (
+    BooleanField,
+    Count,
+    DateTimeField,
+    ExpressionWrapper,
+    F,
+    Min,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    prefetch_related_objects,
+)
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
 
-from elicitation.models import OPEN_STATUSES, Agent, AgentEvent, ElicitationRequest, Queue, Status
+from elicitation.models import (
+    OPEN_STATUSES,
+    Agent,
+    AgentEvent,
+    ElicitationRequest,
+    Queue,
+    RequestEvent,
+    Status,
+)
 from elicitation.queue import clock
 from elicitation.queue.access import reviewer_queues
+
+# --- open counts: the one definition of pending / claimed / past deadline -----------------------------------------
+# The dashboard, the queue page's header, the metrics page, /metrics and the reviewer API all count through these
+# filters, so a request is counted the same way (and once) on every page whatever roles the reviewer holds.
+
+
+def pending_filter(prefix: str = "") -> Q:
+    return Q(**{f"{prefix}status": Status.PENDING})
+
+
+def claimed_filter(prefix: str = "") -> Q:
+    return Q(**{f"{prefix}status": Status.CLAIMED})
+
+
+def overdue_filter(now: datetime, prefix: str = "") -> Q:
+    return Q(**{f"{prefix}status__in": OPEN_STATUSES, f"{prefix}deadline__lte": now})
 
 
 @dataclass(frozen=True)
@@ -24,16 +63,19 @@ class QueueSummary:
     oldest_pending_at: datetime | None
 
 
-def queue_summaries(user: Any) -> list[QueueSummary]:
-    now = clock.now()
-    open_requests = Q(requests__status__in=OPEN_STATUSES)
-    # Counted over the plain queue rows: annotating the membership join itself would count a request once per
-    # role (member and supervisor) the reviewer has in its queue.
-    queues = Queue.objects.filter(pk__in=reviewer_queues(user).values("pk")).annotate(
-        pending=Count("requests", filter=Q(requests__status=Status.PENDING)),
-        claimed=Count("requests", filter=Q(requests__status=Status.CLAIMED)),
-        overdue=Count("requests", filter=open_requests & Q(requests__deadline__lte=now)),
-        oldest_pending_at=Min("requests__created_at", filter=Q(requests__status=Status.PENDING)),
+def open_counts(queues: QuerySet[Queue], now: datetime | None = None) -> list[QueueSummary]:
+    """Exact open counts of each queue, ordered by slug. Counted over the plain queue rows (`pk__in`): annotating a
+    membership join instead would count a request once per role (member and supervisor) the reviewer has."""
+    now = now or clock.now()
+    rows = (
+        Queue.objects.filter(pk__in=queues.values("pk"))
+        .annotate(
+            pending=Count("requests", filter=pending_filter("requests__")),
+            claimed=Count("requests", filter=claimed_filter("requests__")),
+            overdue=Count("requests", filter=overdue_filter(now, "requests__")),
+            oldest_pending_at=Min("requests__created_at", filter=pending_filter("requests__")),
+        )
+        .order_by("slug")
     )
     return [
         QueueSummary(
@@ -43,8 +85,13 @@ def queue_summaries(user: Any) -> list[QueueSummary]:
             overdue=q.overdue,
             oldest_pending_at=q.oldest_pending_at,
         )
-        for q in queues
+        for q in rows
     ]
+
+
+def queue_summaries(user: Any) -> list[QueueSummary]:
+    """The dashboard's and the reviewer API's rows: every queue the reviewer may see, each once."""
+    return open_counts(reviewer_queues(user))
 
 
 def queue_requests(
@@ -268,14 +315,161 @@ class QueueCounts:
 
 
 def queue_counts(queue: Queue) -> QueueCounts:
-    """One queue's header counts, each a COUNT over at most COUNT_CAP + 1 index entries."""
-    open_rows = ElicitationRequest.objects.filter(queue=queue)
+    """One queue's header counts through the same filters as `open_counts`, each a COUNT over at most
+    COUNT_CAP + 1 index entries: below the cap the figures equal the dashboard's."""
+    rows = ElicitationRequest.objects.filter(queue=queue)
+    now = clock.now()
 
-    def bounded(rows: QuerySet[ElicitationRequest]) -> int:
-        return rows.order_by().values("pk")[: COUNT_CAP + 1].count()
+    def bounded(matching: QuerySet[ElicitationRequest]) -> int:
+        return matching.order_by().values("pk")[: COUNT_CAP + 1].count()
 
     return QueueCounts(
-        pending=bounded(open_rows.filter(status=Status.PENDING)),
-        claimed=bounded(open_rows.filter(status=Status.CLAIMED)),
-        overdue=bounded(open_rows.filter(status__in=OPEN_STATUSES, deadline__lte=clock.now())),
+        pending=bounded(rows.filter(pending_filter())),
+        claimed=bounded(rows.filter(claimed_filter())),
+        overdue=bounded(rows.filter(overdue_filter(now))),
     )
+
+
+# --- history and search: every request a reviewer may see, newest first --------------------------------------------
+
+# Context keys an MCP tool name may arrive under (the same keys the request page shows as "Tool").
+TOOL_KEYS = ("tool", "toolName", "tool_name")
+SEARCH_WORDS_MAX = 8
+_REQUEST_TABLE = ElicitationRequest._meta.db_table
+# The expression of the GIN index in migration 0004 (PostgreSQL only): the query must repeat it exactly.
+SEARCH_DOCUMENT = (
+    f'to_tsvector(\'simple\', "{_REQUEST_TABLE}"."message" || \' \' || "{_REQUEST_TABLE}"."context"::text)'
+)
+
+
+@dataclass(frozen=True)
+class HistoryFilters:
+    status: str = ""
+    queue: Queue | None = None
+    agent_id: int | None = None
+    tool: str = ""
+    answered_by: Any = None
+    since: date | None = None
+    until: date | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class HistoryCursor:
+    """A position in history order (-created_at, -id): the last row shown."""
+
+    created_at: datetime
+    id: UUID
+
+    def encode(self) -> str:
+        return f"{self.created_at.isoformat()}_{self.id}"
+
+    @classmethod
+    def decode(cls, text: str | None) -> "HistoryCursor | None":
+        if not text:
+            return None
+        try:
+            created_at, request_id = text.split("_")
+            moment = datetime.fromisoformat(created_at)
+            if moment.tzinfo is None:
+                return None
+            return cls(created_at=moment, id=UUID(request_id))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    rows: list[ElicitationRequest]
+    next_cursor: HistoryCursor | None
+
+
+def search_words(text: str) -> list[str]:
+    """The words of a search box, as the index tokenises them (letters and digits), at most SEARCH_WORDS_MAX."""
+    return re.findall(r"[^\W_]+", text.lower())[:SEARCH_WORDS_MAX]
+
+
+def _matching_text(rows: QuerySet[ElicitationRequest], text: str) -> QuerySet[ElicitationRequest]:
+    words = search_words(text)
+    if not words:
+        return rows
+    if connection.vendor == "postgresql":
+        # Every word as a prefix (`invoice` finds `invoices`), served by the GIN index on SEARCH_DOCUMENT.
+        query = " & ".join(f"{word}:*" for word in words)
+        return rows.filter(
+            # A constant expression; the words are a bound parameter (letters and digits only, see search_words).
+            RawSQL(f"{SEARCH_DOCUMENT} @@ to_tsquery('simple', %s)", [query], output_field=BooleanField())  # noqa: S611
+        )
+    # The embedded fallback: substring matches over the message and the context's JSON text.
+    rows = rows.annotate(context_text=Cast("context", TextField()))
+    for word in words:
+        rows = rows.filter(Q(message__icontains=word) | Q(context_text__icontains=word))
+    return rows
+
+
+def history_requests(user: Any, filters: HistoryFilters) -> QuerySet[ElicitationRequest]:
+    rows = ElicitationRequest.objects.all()
+    if not user.is_staff:
+        rows = rows.filter(queue__in=reviewer_queues(user).values("pk"))
+    if filters.queue is not None:
+        rows = rows.filter(queue=filters.queue)
+    if filters.status:
+        rows = rows.filter(status=filters.status)
+    if filters.agent_id is not None:
+        rows = rows.filter(agent_id=filters.agent_id)
+    if filters.tool:
+        tool = Q()
+        for key in TOOL_KEYS:
+            tool |= Q(**{f"context__{key}": filters.tool})
+        rows = rows.filter(tool)
+    if filters.answered_by is not None:
+        rows = rows.filter(answered_by=filters.answered_by)
+    if filters.since is not None:
+        rows = rows.filter(created_at__gte=datetime.combine(filters.since, time.min, tzinfo=UTC))
+    if filters.until is not None:
+        rows = rows.filter(
+            created_at__lt=datetime.combine(filters.until + timedelta(days=1), time.min, tzinfo=UTC)
+        )
+    return _matching_text(rows, filters.text)
+
+
+def history_page(
+    user: Any, filters: HistoryFilters, *, after: HistoryCursor | None = None, size: int = 50
+) -> HistoryPage:
+    """One page of history, newest first, by keyset on (created_at, id): the created_at index serves the order
+    and the LIMIT, so the cost follows the page, not the number of requests."""
+    rows = history_requests(user, filters)
+    if after is not None:
+        rows = rows.filter(
+            Q(created_at__lt=after.created_at) | Q(created_at=after.created_at, id__lt=after.id)
+        )
+    newest_first: list[Any] = ["-created_at", "-id"]
+    if connection.vendor == "postgresql" and search_words(filters.text):
+        # With a search, read the matches through the GIN index and sort them: ordered by the bare column, the
+        # planner walks the created_at index computing every row's tsvector until it has a page of rare matches.
+        newest_first[0] = ExpressionWrapper(
+            F("created_at") + Value(timedelta(0)), output_field=DateTimeField()
+        ).desc()
+    found = list(
+        rows.select_related("queue", "agent", "answered_by", "claimed_by").order_by(*newest_first)[: size + 1]
+    )
+    more = len(found) > size
+    found = found[:size]
+    return HistoryPage(
+        rows=found,
+        next_cursor=HistoryCursor(created_at=found[-1].created_at, id=found[-1].id)
+        if more and found
+        else None,
+    )
+
+
+def request_trail(request: ElicitationRequest) -> list[RequestEvent]:
+    """The request's audit rows in order, with their actors, for the request page."""
+    return list(request.events.select_related("actor_user", "actor_agent").order_by("id"))
+
+
+def visible_agents(user: Any) -> list[Agent]:
+    agents = Agent.objects.order_by("name")
+    if not user.is_staff:
+        agents = agents.filter(queues__in=reviewer_queues(user).values("pk")).distinct()
+    return list(agents)

@@ -18,3 +18,5 @@ draft_changed = Signal()
 agent_event_recorded = Signal()
 # agent_id: the agent's key was revoked or rotated; its open sockets must check their key again.
 agent_key_changed = Signal()
+# request: the open request; step: 1 (unclaimed at T1: tell the queue's next tier). Reach's listeners notify.
+escalation_step_taken = Signal()

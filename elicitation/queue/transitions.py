@@ -18,13 +18,15 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, OuterRef, Q, Subquery, Value
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
+from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
 from elicitation.models import (
     OPEN_STATUSES,
     Action,
     Agent,
+    Approval,
     Draft,
     DraftState,
     ElicitationRequest,
@@ -35,9 +37,15 @@ from elicitation.models import (
     RequestEvent,
     Status,
 )
-from elicitation.queue import clock, outbox, schemas, selectors, signals
+from elicitation.queue import answer_defaults, clock, outbox, quorum, rules, schemas, selectors, signals
 from elicitation.queue.audit import canonical_json, record_event, record_transition
-from elicitation.queue.errors import IdempotencyConflict, InvalidInput, InvalidTransition, NotFoundError
+from elicitation.queue.errors import (
+    AccessDenied,
+    IdempotencyConflict,
+    InvalidInput,
+    InvalidTransition,
+    NotFoundError,
+)
 
 
 def schema_limits() -> schemas.SchemaLimits:
@@ -187,7 +195,7 @@ def create_request(
         existing = _find_idempotent(agent, idempotency_key, fingerprint)
         if existing is not None:
             return existing, False
-    queue = agent.queues.filter(slug=queue_slug).first()
+    queue = agent.queues.filter(slug=queue_slug).select_related("policy").first()
     if queue is None:
         raise InvalidInput("Unknown queue.", {"queue": "unknown queue, or not one this key may post to"})
     questions: list[dict[str, Any]] = []
@@ -198,6 +206,11 @@ def create_request(
             )
         parsed = parse_schema_questions(requested_schema, allow_sensitive=allow_sensitive)
         questions = schemas.questions_to_json(parsed)
+    # Answer rules and quorum (queue/rules.py): None, and nothing changes, for a queue without a policy.
+    decision = rules.intake_decision(queue, agent, message, mode, requested_schema, context, questions)
+    if decision is not None:
+        queue, priority = decision.queue, priority if decision.priority is None else decision.priority
+        expires_in = decision.deadline_seconds or expires_in
     now = clock.now()
     seconds = expires_in if expires_in is not None else queue.default_deadline_seconds
     request = ElicitationRequest(
@@ -215,12 +228,17 @@ def create_request(
         callback_url=callback_url,
         priority=priority,
         deadline=now + timedelta(seconds=seconds),
+        policy=decision.request_policy if decision is not None else None,
     )
     try:
         with transaction.atomic():
             request.save(force_insert=True)
             record_event(request, "created", actor_agent=agent, to_status=Status.PENDING, prev_hash="")
-            signals.request_created.send(sender=ElicitationRequest, request=request)
+            decided = _apply_intake_decision(request, decision) if decision is not None else None
+            if decided is None:
+                signals.request_created.send(sender=ElicitationRequest, request=request)
+            else:
+                request = decided
     except IntegrityError:
         # Lost a race with a concurrent retry carrying the same key: the winner's row is the answer.
         if not idempotency_key:
@@ -503,6 +521,8 @@ def respond(
     guarded UPDATE re-checks them)."""
     # Past its deadline the request has expired, whether or not the sweep has run: the agent gets one outcome.
     request = expire_if_overdue(loaded if loaded is not None else _reload(request_id))
+    if quorum.requirement(request) is not None:
+        return respond_in_quorum(request, user=user, action=action, content=content)
     if request.status != Status.CLAIMED or request.claimed_by_id != user.pk:
         raise InvalidTransition(
             "Only the reviewer holding the claim can answer it.", current_status=request.status
@@ -522,8 +542,10 @@ def respond(
                 "A hosted flow is answered on its own page.", {"action": "use the hosted flow page"}
             )
         submitted = content if content is not None else content_from_drafts(request)
+        questions = schemas.questions_from_json(request.questions)
+        submitted = answer_defaults.fill_defaults(questions, submitted, answer_defaults.skipped_ids(request))
         try:
-            clean = schemas.validate_content(schemas.questions_from_json(request.questions), submitted)
+            clean = schemas.validate_content(questions, submitted)
         except schemas.AnswerInvalid as exc:
             raise InvalidInput("The answers are not valid.", content_error_fields(exc.errors)) from None
     elif content:
@@ -581,6 +603,180 @@ def content_error_fields(errors: dict[str, str]) -> dict[str, str]:
         "content" + ("" if key == "$" else "." + key.removeprefix("$.")): reason
         for key, reason in errors.items()
     }
+
+
+# --- decision policies: answer rules at intake, quorum on answers (queue/rules.py, queue/quorum.py) ------------------
+
+
+def _apply_intake_decision(
+    request: ElicitationRequest, decision: rules.IntakeDecision
+) -> ElicitationRequest | None:
+    """Audit what the rules did to a request just stored; close it when a rule (or a scripted queue) decided.
+    Returns the closed request, or None when it waits for a person."""
+    for kind, what in decision.audit:
+        record_event(request, kind, from_status=Status.PENDING, to_status=Status.PENDING, detail=what)
+    detail: dict[str, Any]
+    if decision.outcome is not None:
+        action, content, rule = decision.outcome
+        meta = {quorum.DECISION_META: {"digest": rules.request_digest_of(request), "rule": rule}}
+        detail = {"action": action, "rule": rule}
+    elif decision.unmatched_reason is not None:
+        action, content = Action.DECLINE, None
+        meta = {quorum.DECISION_META: {"reason": decision.unmatched_reason}}
+        detail = {"action": action, "reason": decision.unmatched_reason}
+    else:
+        return None
+    now = clock.now()
+    return _apply(
+        request.pk,
+        allowed=Q(status=Status.PENDING),
+        changes={**completion_changes(None, action, content, now), "result_meta": meta},
+        what="decide by rule",
+        kind="completed",
+        detail=detail,
+        tell_agent="completed",
+    )
+
+
+def respond_in_quorum(
+    request: ElicitationRequest, *, user: Any, action: str, content: dict[str, Any] | None
+) -> ElicitationRequest:
+    """An answer to a request that needs a quorum: the first approval proposes the content, later ones approve
+    it as it stands; a decline or cancel vetoes (unless the policy says none). The agent hears only the final
+    outcome. Refusals (approving twice, an excluded owner, a group already full) are audited, then raised."""
+    if action not in Action.values:
+        raise InvalidInput("Unknown action.", {"action": "must be accept, decline or cancel"})
+    refusal: tuple[str, str] | None = None
+    with transaction.atomic():
+        locked = lock_request(request.pk)
+        if locked is None:
+            raise NotFoundError("No such request.")
+        now = clock.now()
+        free = locked.status == Status.PENDING or (
+            locked.status == Status.CLAIMED
+            and (locked.claimed_by_id == user.pk or (locked.lease_expires_at or now) <= now)
+        )
+        if not free or locked.deadline <= now:
+            raise InvalidTransition(
+                f"Cannot answer: the request is {locked.status}"
+                + (f" and held by {locked.claimed_by.get_username()}." if locked.claimed_by else "."),
+                current_status=locked.status,
+            )
+        state = dict(locked.policy or {})
+        requirement = state.get("quorum") or {}
+        is_owner = locked.agent.owners.filter(pk=user.pk).exists()
+        open_now = Q(pk=locked.pk, status__in=OPEN_STATUSES, deadline__gt=now)
+        if action == Action.ACCEPT:
+            recorded = list(Approval.objects.filter(request=locked).values_list("reviewer_id", "group"))
+            groups = set(user.groups.values_list("name", flat=True))
+            verdict = quorum.judge_approval(
+                requirement, recorded, user_id=user.pk, user_groups=groups, is_owner=is_owner
+            )
+        else:
+            verdict = quorum.judge_veto(requirement, is_owner=is_owner)
+        if not verdict.allowed:
+            record_event(
+                locked,
+                verdict.audit_kind,
+                actor_user=user,
+                from_status=locked.status,
+                to_status=locked.status,
+                detail={"action": action, "reason": verdict.reason},
+                prev_hash=locked.audit_head,
+            )
+            refusal = (verdict.audit_kind, verdict.reason)
+        elif action == Action.ACCEPT:
+            proposed = quorum.proposal(state)
+            clean = _quorum_content(locked, content, proposed)
+            Approval.objects.create(request=locked, reviewer=user, group=verdict.group, at=now)
+            state = quorum.with_approval(
+                state, username=user.get_username(), group=verdict.group, at=now, proposal=clean
+            )
+            progress = quorum.progress(state) or {}
+            detail = {"action": action, "group": verdict.group, "progress": progress.get("text")}
+            if verdict.final:
+                changes = {
+                    **completion_changes(
+                        user, Action.ACCEPT, clean if locked.mode == Mode.FORM else None, now
+                    ),
+                    "policy": state,
+                    "result_meta": quorum.result_meta(state),
+                }
+                previous, done = _guarded_update(locked.pk, allowed=open_now, changes=changes, what="answer")
+                _announce(
+                    done,
+                    "approved",
+                    previous=previous,
+                    actor_user=user,
+                    detail=detail,
+                    tell_agent="completed",
+                    page_kind="completed",
+                )
+                return done
+            changes = {**RELEASED, "policy": state}
+            previous, moved = _guarded_update(locked.pk, allowed=open_now, changes=changes, what="approve")
+            _announce(
+                moved, "approved", previous=previous, actor_user=user, detail=detail, page_kind="approved"
+            )
+            return moved
+        elif verdict.final:
+            changes = {
+                **completion_changes(user, action, None, now),
+                "result_meta": quorum.result_meta(state, vetoed_by=user.get_username()),
+            }
+            previous, done = _guarded_update(locked.pk, allowed=open_now, changes=changes, what="answer")
+            _announce(
+                done,
+                "vetoed",
+                previous=previous,
+                actor_user=user,
+                detail={"action": action},
+                tell_agent="completed",
+                page_kind="completed",
+            )
+            return done
+        else:
+            state = quorum.with_objection(state, username=user.get_username(), action=action, at=now)
+            previous, moved = _guarded_update(
+                locked.pk, allowed=open_now, changes={**RELEASED, "policy": state}, what="object"
+            )
+            _announce(
+                moved,
+                "objected",
+                previous=previous,
+                actor_user=user,
+                detail={"action": action},
+                page_kind="approved",
+            )
+            return moved
+    kind, reason = refusal
+    if kind == "approval_excluded":
+        raise AccessDenied(f"You may not decide this request: {reason}.")
+    raise InvalidTransition(f"Your approval was not counted: {reason}.", current_status=request.status)
+
+
+def _quorum_content(
+    request: ElicitationRequest, content: dict[str, Any] | None, proposed: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The first approver's content, validated; later approvers approve the proposal exactly as it stands."""
+    if request.mode != Mode.FORM:
+        if content:
+            raise InvalidInput("Content is only sent on a form.", {"content": "only allowed on a form"})
+        return None
+    if proposed is not None:
+        if content is not None and content != proposed:
+            raise InvalidInput(
+                "Approve the proposed answer as it stands, or decline.",
+                {"content": "differs from the proposed answer; send none to approve it"},
+            )
+        return proposed
+    submitted = content if content is not None else content_from_drafts(request)
+    questions = schemas.questions_from_json(request.questions)
+    submitted = answer_defaults.fill_defaults(questions, submitted, answer_defaults.skipped_ids(request))
+    try:
+        return schemas.validate_content(questions, submitted)
+    except schemas.AnswerInvalid as exc:
+        raise InvalidInput("The answers are not valid.", content_error_fields(exc.errors)) from None
 
 
 # --- deadlines -----------------------------------------------------------------------------------------------------
@@ -668,3 +864,203 @@ def expire_if_overdue(request: ElicitationRequest) -> ElicitationRequest:
         except InvalidTransition:
             return _reload(request.pk)
     return request
+
+
+# --- the escalation chain (reach) ------------------------------------------------------------------------------
+#
+# Per queue (models.EscalationPolicy): not claimed within T1 → tell tier 1 (`notify_next_tier`); not answered by
+# T2 → move to the escalation queue or assign to a supervisor (`reassign_unanswered`); at the deadline the queue's
+# expiry outcome (`expire_request`, which may itself escalate) is the last step. Times count from the request's
+# arrival in its current queue, so a request moved to another queue starts that queue's chain afresh. Each step is
+# an audit row written under the request's row lock after checking that the step has not been taken since the
+# arrival: two sweepers racing on one request take it once.
+
+TIER_NOTIFIED = "tier_notified"
+REASSIGNED = "reassigned_to_supervisor"
+ARRIVAL_KINDS = ("created", "escalated")
+
+
+def _since_arrival(request_id: UUID) -> list[RequestEvent]:
+    """The request's audit rows since it arrived in its current queue (that arrival row first)."""
+    events = list(RequestEvent.objects.filter(request_id=request_id).order_by("-id")[:200])
+    since: list[RequestEvent] = []
+    for event in events:
+        since.append(event)
+        if event.kind in ARRIVAL_KINDS:
+            break
+    return list(reversed(since))
+
+
+def _step_due(
+    request: ElicitationRequest, seconds: int | None, now: datetime, step_kinds: tuple[str, ...]
+) -> bool:
+    if seconds is None:
+        return False
+    history = _since_arrival(request.pk)
+    arrived = history[0].at if history else request.created_at
+    if now < arrived + timedelta(seconds=seconds):
+        return False
+    return not any(event.kind in step_kinds for event in history[1:])
+
+
+def notify_next_tier(request_id: UUID, *, now: datetime | None = None) -> bool:
+    """Step 1: a request still unclaimed T1 after its arrival is announced to the queue's tier 1. Returns whether
+    this call took the step (False: not due, already taken, claimed or closed)."""
+    now = now or clock.now()
+    with transaction.atomic():
+        request = lock_request(request_id)
+        if request is None or request.status != Status.PENDING:
+            return False
+        policy = getattr(request.queue, "escalation_policy", None)
+        if policy is None or not _step_due(request, policy.unclaimed_after_seconds, now, (TIER_NOTIFIED,)):
+            return False
+        record_event(
+            request,
+            TIER_NOTIFIED,
+            from_status=request.status,
+            to_status=request.status,
+            detail={"step": 1, "queue": request.queue.slug, "after_seconds": policy.unclaimed_after_seconds},
+            prev_hash=request.audit_head,
+        )
+        signals.escalation_step_taken.send(sender=ElicitationRequest, request=request, step=1)
+    return True
+
+
+def reassign_unanswered(request_id: UUID, *, now: datetime | None = None) -> bool:
+    """Step 2: a request still open T2 after its arrival moves to the queue's escalation queue (keeping the
+    agent's deadline) or is assigned to the queue's first active supervisor (a claim lasting until the
+    deadline). Returns whether this call took the step."""
+    now = now or clock.now()
+    with transaction.atomic():
+        request = lock_request(request_id)
+        if request is None or request.status not in OPEN_STATUSES or request.deadline <= now:
+            return False
+        queue = request.queue
+        policy = getattr(queue, "escalation_policy", None)
+        if policy is None or not _step_due(request, policy.unanswered_after_seconds, now, (REASSIGNED,)):
+            return False
+        if policy.unanswered_goes_to == "supervisor":
+            supervisor = queue.supervisors.filter(is_active=True).order_by("pk").first()
+            if supervisor is None or request.claimed_by_id == supervisor.pk:
+                return False
+            previous, moved = _guarded_update(
+                request_id,
+                allowed=Q(status__in=OPEN_STATUSES, queue=queue),
+                changes={
+                    "status": Status.CLAIMED,
+                    "claimed_by": supervisor,
+                    "claimed_at": now,
+                    "lease_expires_at": request.deadline,
+                    "first_claimed_at": Coalesce(F("first_claimed_at"), now),
+                },
+                what="assign to a supervisor",
+            )
+            _announce(
+                moved,
+                REASSIGNED,
+                previous=previous,
+                detail={"step": 2, "queue": queue.slug, "supervisor": supervisor.get_username()},
+                page_kind="claimed",
+            )
+            return True
+        target = _escalation_target_of(request, queue.escalation_queue)
+        if target is None:
+            return False
+        previous, moved = _guarded_update(
+            request_id,
+            allowed=Q(status__in=OPEN_STATUSES, queue=queue),
+            changes={
+                "status": Status.PENDING,
+                "queue": target,
+                "claimed_by": None,
+                "claimed_at": None,
+                "lease_expires_at": None,
+            },
+            what="escalate",
+        )
+        _announce(
+            moved,
+            "escalated",
+            previous=previous,
+            detail={"from_queue": queue.slug, "to_queue": target.slug, "step": 2, "reason": "unanswered"},
+            left_queue_id=queue.pk,
+        )
+    return True
+
+
+def _escalation_target_of(request: ElicitationRequest, candidate: Queue | None) -> Queue | None:
+    """`candidate`, unless the request has already been in it (a cycle a→b→a ends instead of looping)."""
+    if candidate is None:
+        return None
+    visited = {request.queue.slug}
+    hops = RequestEvent.objects.filter(request_id=request.pk, kind="escalated").values_list(
+        "detail", flat=True
+    )
+    for detail in hops:
+        visited.update({detail.get("from_queue"), detail.get("to_queue")})
+    return None if candidate.slug in visited else candidate
+
+
+def _may_be_due(arrived_at: datetime | None, seconds: int | None, now: datetime) -> bool:
+    return seconds is not None and (arrived_at is None or arrived_at + timedelta(seconds=seconds) <= now)
+
+
+def _step_taken_here(*step_kinds: str) -> Exists:
+    """An audit row of one of these steps, taken in the request's current queue."""
+    return Exists(
+        RequestEvent.objects.filter(request=OuterRef("pk"), kind__in=step_kinds)
+        .annotate(step_queue=KT("detail__queue"))
+        .filter(step_queue=OuterRef("queue__slug"))
+    )
+
+
+def run_escalation_chain(now: datetime | None = None) -> int:
+    """Sweep: take every escalation step that is due, in each queue with a policy. Returns the steps taken.
+    Idempotent and safe to run from several processes at once."""
+    now = now or clock.now()
+    taken = 0
+    # Unlocked first cut, so a sweep does not lock every open request: steps already taken in the current queue
+    # (a request never re-enters a queue) and steps whose time has not come are left out. The locked check in
+    # each step function is the one that decides.
+    candidates = (
+        ElicitationRequest.objects.filter(
+            status__in=OPEN_STATUSES, queue__escalation_policy__isnull=False, deadline__gt=now
+        )
+        .annotate(
+            t1_taken=_step_taken_here(TIER_NOTIFIED),
+            t2_taken=_step_taken_here(REASSIGNED),
+            arrived_at=Subquery(
+                RequestEvent.objects.filter(request=OuterRef("pk"), kind__in=ARRIVAL_KINDS)
+                .order_by("-id")
+                .values("at")[:1]
+            ),
+        )
+        .filter(
+            Q(
+                status=Status.PENDING,
+                t1_taken=False,
+                queue__escalation_policy__unclaimed_after_seconds__isnull=False,
+            )
+            | Q(t2_taken=False, queue__escalation_policy__unanswered_after_seconds__isnull=False)
+        )
+        .order_by("created_at")
+        .values_list(
+            "pk",
+            "status",
+            "arrived_at",
+            "t1_taken",
+            "queue__escalation_policy__unclaimed_after_seconds",
+            "queue__escalation_policy__unanswered_after_seconds",
+        )
+    )
+    for request_id, status, arrived_at, t1_taken, t1, t2 in candidates[:1000]:
+        t1_may_be_due = status == Status.PENDING and not t1_taken and _may_be_due(arrived_at, t1, now)
+        t2_may_be_due = _may_be_due(arrived_at, t2, now)
+        try:
+            if t1_may_be_due and notify_next_tier(request_id, now=now):
+                taken += 1
+            if t2_may_be_due and reassign_unanswered(request_id, now=now):
+                taken += 1
+        except InvalidTransition:
+            continue  # answered, withdrawn or moved since we looked
+    return taken

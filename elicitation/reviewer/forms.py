@@ -7,10 +7,12 @@ The rules themselves stay in `schemas.py`: the form only converts text to values
 
 import datetime
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django import forms
+from django.forms.boundfield import BoundField
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString
 
@@ -155,6 +157,27 @@ def _help_text(question: schemas.Question) -> SafeString:
     return conditional_escape(" ".join(part for part in parts if part))
 
 
+YES_NO_CHOICES = [("true", "Yes"), ("false", "No")]
+
+
+def needs_explicit_choice(question: schemas.Question) -> bool:
+    """A required yes/no without a default: a checkbox would answer "no" for a reviewer who never chose."""
+    return question.kind == "boolean" and question.required and question.default is None
+
+
+class YesNoField(forms.TypedChoiceField):
+    """Yes and No as two radio buttons with nothing selected: required means the reviewer picked one."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            choices=YES_NO_CHOICES,
+            coerce=lambda value: value == "true",
+            empty_value=None,
+            widget=forms.RadioSelect,
+            **kwargs,
+        )
+
+
 def build_field(question: schemas.Question) -> forms.Field:
     """The Django field for one question. Range and format rules are left to schemas.py (see AnswerForm.clean)."""
     common: dict[str, Any] = {
@@ -175,8 +198,10 @@ def build_field(question: schemas.Question) -> forms.Field:
             error_messages={"required": REQUIRED_MESSAGE, "invalid": "Enter a whole number."},
             **{key: value for key, value in common.items() if key != "error_messages"},
         )
+    elif question.kind == "boolean" and needs_explicit_choice(question):
+        field = YesNoField(**common)
     elif question.kind == "boolean":
-        # A checkbox always answers: unchecked is false. Required only means "must be answered".
+        # An optional or defaulted yes/no may stay a checkbox: unchecked is false, and that was a choice.
         field = forms.BooleanField(**{**common, "required": False})
     elif question.kind == "single-select":
         choices = [(option.value, option.label) for option in question.options]
@@ -198,15 +223,66 @@ def widget_initial(question: schemas.Question, value: Any) -> Any:
         return None
     if question.kind == "text" and question.format == "date-time":
         return date_time_to_widget(value)
+    if needs_explicit_choice(question):
+        return "true" if value is True else "false" if value is False else None
     if question.kind == "multi-select":
         return list(value) if isinstance(value, list | tuple) else [value]
     return value
 
 
+# --- HTML ids: question ids are agent-chosen (any script, spaces, quotes), HTML ids are derived from them ---------
+
+_PLAIN_DOM_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def question_dom_ids(question_ids: Iterable[str]) -> dict[str, str]:
+    """An HTML-id-safe stand-in for each question id, unique within the form.
+
+    A plain id (letters, digits, `_`, `-`) stays itself, so `full_name` is `#q-full_name`. Any other becomes an
+    ASCII slug (`città` → `citta`, `a b` → `a-b`; `question` when nothing is left), numbered when it would clash
+    with a plain id or an earlier slug. Field *names* keep the question id exactly: that is the answer's key.
+    """
+    ids = list(question_ids)
+    taken = {question_id for question_id in ids if _PLAIN_DOM_ID.fullmatch(question_id)}
+    dom_ids: dict[str, str] = {}
+    for question_id in ids:
+        if _PLAIN_DOM_ID.fullmatch(question_id):
+            dom_ids[question_id] = question_id
+            continue
+        ascii_text = unicodedata.normalize("NFKD", question_id).encode("ascii", "ignore").decode("ascii")
+        base = re.sub(r"[^A-Za-z0-9_-]+", "-", ascii_text).strip("-") or "question"
+        candidate, number = base, 2
+        while candidate in taken:
+            candidate, number = f"{base}-{number}", number + 1
+        taken.add(candidate)
+        dom_ids[question_id] = candidate
+    return dom_ids
+
+
+class QuestionBoundField(BoundField):
+    """A field whose HTML ids (input, label, help and error text, radio options) come from the question's safe
+    DOM id rather than from its name, which is the agent's property name verbatim."""
+
+    @property
+    def dom_id(self) -> str:
+        dom_ids: dict[str, str] = getattr(self.form, "dom_ids", {})
+        return dom_ids.get(self.name) or question_dom_ids([self.name])[self.name]
+
+    @property
+    def auto_id(self) -> str:
+        auto_id = self.form.auto_id
+        if not auto_id:
+            return ""
+        name = self.form.add_prefix(self.dom_id)
+        return str(auto_id) % name if "%s" in str(auto_id) else name
+
+
 class AnswerForm(forms.Form):
     """A form whose fields are questions. `is_valid()` checks the answers with schemas.py, the one rulebook."""
 
+    bound_field_class = QuestionBoundField
     questions: dict[str, schemas.Question]
+    dom_ids: dict[str, str]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -232,6 +308,7 @@ def build_answer_form(
     parsed = [_as_question(item) for item in questions]
     form = AnswerForm(data=data, prefix=prefix)
     form.questions = {question.id: question for question in parsed}
+    form.dom_ids = question_dom_ids(form.questions)
     values: dict[str, Any] = {}
     for question in parsed:
         field = build_field(question)
@@ -250,7 +327,7 @@ def content_from_cleaned(questions: Iterable[schemas.Question], cleaned: Mapping
         if question.id not in cleaned:
             continue
         value = cleaned[question.id]
-        if question.kind == "boolean":
+        if question.kind == "boolean" and value is not None:
             content[question.id] = bool(value)
         elif value is None or value == "" or value == []:
             continue  # unanswered
@@ -273,7 +350,10 @@ def form_content(form: AnswerForm) -> dict[str, Any]:
 def apply_answer_errors(form: forms.Form, errors: Mapping[str, str]) -> None:
     """Put answer errors next to their fields. Keys are question ids, `$.<key>`/`$`, or the API's `content.<id>`."""
     for key, reason in errors.items():
-        name = key.removeprefix("content").removeprefix(".").removeprefix("$").removeprefix(".")
+        # A question id is free text ("contentType", "$price"): an exact match wins over prefix stripping.
+        name = key
+        if key not in form.fields:
+            name = key.removeprefix("content").removeprefix(".").removeprefix("$").removeprefix(".")
         message = error_sentence(reason)
         if name in form.fields:
             if name not in form.errors or message not in form.errors[name]:

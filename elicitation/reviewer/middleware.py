@@ -1,32 +1,16 @@
-"""Response headers every page gets, and the API body-size limit enforced before parsing.
-
-Both are MiddlewareMixin classes so they are async-capable: a sync-only middleware would push every async
-view (the long-polls) into a thread of its own."""
+"""The Permissions-Policy header every response gets, and the API body-size limit enforced before parsing."""
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
-# Agent text is rendered on reviewer pages, so no inline script may ever run: scripts come from our origin only.
-CONTENT_SECURITY_POLICY = "; ".join(
-    [
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    ]
-)
 
+class PermissionsPolicyMiddleware(MiddlewareMixin):
+    """The one security header neither Django nor django-csp sets. Content-Security-Policy comes from
+    django-csp (settings.CONTENT_SECURITY_POLICY), Cross-Origin-Opener-Policy and nosniff from Django's
+    SecurityMiddleware."""
 
-class SecurityHeadersMiddleware(MiddlewareMixin):
     def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        response.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        response.setdefault("Cross-Origin-Opener-Policy", "same-origin")
         response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
         return response
 

@@ -5,10 +5,9 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from elicitation.models import ElicitationRequest, ExpiryOutcome, Mode, Status
-from elicitation.queue import clock
+from elicitation.models import Action, ElicitationRequest, ExpiryOutcome, Mode, RequestEvent, Status
+from elicitation.queue import browser_urls, clock, schemas
 
 # Context keys shown as "who is asking"; anything else the agent sent is listed below them.
 CONTEXT_SERVER_KEYS = ("server", "mcpServer", "serverName", "mcp_server")
@@ -52,6 +51,10 @@ def closed_notice(found: ElicitationRequest) -> str:
     return f"Answered by {who}: {found.action}."
 
 
+# Banner levels by meaning: an answered request is good news, an expired one a warning, a withdrawn one neutral.
+CLOSED_LEVEL = {Status.COMPLETED: "answered", Status.EXPIRED: "expired", Status.WITHDRAWN: "withdrawn"}
+
+
 def overdue_notice(found: ElicitationRequest) -> str:
     """An open request past its deadline, which the sweeper is about to close: shown as such, never answered."""
     outcome = found.queue.expiry_outcome
@@ -69,28 +72,123 @@ def page_state(found: ElicitationRequest, user: Any) -> PageState:
         closed=not found.is_open or overdue,
     )
     if overdue:
-        state.notices.append(("gone", overdue_notice(found)))
+        state.notices.append(("overdue", overdue_notice(found)))
     elif state.closed:
-        state.notices.append(("gone", closed_notice(found)))
+        state.notices.append((CLOSED_LEVEL.get(Status(found.status), "info"), closed_notice(found)))
     elif state.held_by_other:
-        assert found.claimed_by is not None and found.claimed_at is not None
-        since = found.claimed_at.strftime("%H:%M:%S UTC")
+        assert found.claimed_by is not None
         state.notices.append(
-            (
-                "held",
-                f"{found.claimed_by.get_username()} is answering this request (since {since}). Read-only.",
-            )
+            ("held", f"{found.claimed_by.get_username()} is answering this request. Read-only.")
         )
     elif not state.mine:
-        state.notices.append(("info", "This request is waiting in the queue. Claim it to answer."))
+        state.notices.append(
+            ("info", "Preview: nobody holds this request. Claim it (c) or start typing to answer.")
+        )
     if found.mode == Mode.URL and found.url_flow_completed_at is not None and not state.closed:
         state.notices.append(("ok", "The agent reports the flow is complete."))
     return state
 
 
+def can_preview_edit(found: ElicitationRequest, state: PageState) -> bool:
+    """A pending request nobody holds: its fields are open, and typing (or answering) claims it first."""
+    return found.status == Status.PENDING and not state.closed and not state.held_by_other
+
+
+# --- what was sent: the result as the form showed it, and the audit trail ------------------------------------------
+
+ACTION_LABEL = {"accept": "Accepted", "decline": "Declined", "cancel": "Cancelled"}
+
+
+@dataclass(frozen=True)
+class ResultView:
+    """The result the agent received, in the words of the form the reviewer saw."""
+
+    action: str
+    action_label: str
+    rows: list[tuple[str, str]]
+    answered_by: str | None
+    closed_at: datetime | None
+    by_deadline: bool
+
+
+def answer_text(question: schemas.Question, value: Any) -> str:
+    """One content value as the form rendered it: Yes/No, option labels rather than their codes."""
+    labels = {option.value: option.label for option in question.options}
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    if isinstance(value, list):
+        return ", ".join(labels.get(str(item), str(item)) for item in value)
+    if question.kind == "single-select":
+        return labels.get(str(value), str(value))
+    return str(value)
+
+
+def result_view(found: ElicitationRequest) -> ResultView | None:
+    if found.is_open or found.status == Status.WITHDRAWN:
+        return None
+    content = found.content or {}
+    rows: list[tuple[str, str]] = []
+    for item in found.questions or []:
+        question = schemas.Question.from_dict(dict(item))
+        label = question.title or question.id
+        if question.id in content:
+            rows.append((label, answer_text(question, content[question.id])))
+        elif found.action == Action.ACCEPT:
+            rows.append((label, "(not answered)"))
+    return ResultView(
+        action=found.action,
+        action_label=ACTION_LABEL.get(found.action, found.action),
+        rows=rows,
+        answered_by=found.answered_by.get_username() if found.answered_by else None,
+        closed_at=found.closed_at,
+        by_deadline=found.status == Status.EXPIRED,
+    )
+
+
+TRAIL_LABEL = {
+    "created": "Created by the agent",
+    "viewed": "Viewed",
+    "claimed": "Claimed",
+    "released": "Released",
+    "taken_over": "Taken over",
+    "completed": "Answered",
+    "expired": "Expired at the deadline",
+    "withdrawn": "Withdrawn by the agent",
+    "escalated": "Escalated",
+    "lease_expired": "Claim ran out",
+}
+
+
+@dataclass(frozen=True)
+class TrailRow:
+    at: datetime
+    what: str
+    who: str
+    change: str
+
+
+def trail_rows(events: list[RequestEvent]) -> list[TrailRow]:
+    rows = []
+    for event in events:
+        if event.actor_user is not None:
+            who = event.actor_user.get_username()
+        elif event.actor_agent is not None:
+            who = f"agent {event.actor_agent.name}"
+        else:
+            who = "ReviewHub"
+        change = f"{event.from_status} → {event.to_status}" if event.from_status != event.to_status else ""
+        what = TRAIL_LABEL.get(event.kind, event.kind.replace("_", " ").capitalize())
+        action = event.detail.get("action") if isinstance(event.detail, dict) else None
+        if action:
+            what = f"{what}: {action}"
+        rows.append(TrailRow(at=event.at, what=what, who=who, change=change))
+    return rows
+
+
 @dataclass(frozen=True)
 class UrlView:
-    """An external URL split for display: the domain is what the reviewer must check."""
+    """An external URL as the browser will open it, split for display: the domain is what the reviewer must
+    check. `href` is the normalised URL the page links to; the three display parts spell exactly it."""
 
     before_host: str
     host: str
@@ -99,83 +197,106 @@ class UrlView:
     unicode_host: str
     warnings: list[str]
     openable: bool
-
-
-def _decode_host(host: str) -> str:
-    labels = []
-    for label in host.split("."):
-        if label.lower().startswith("xn--"):
-            try:
-                labels.append(label.encode("ascii").decode("idna"))
-                continue
-            except UnicodeError:
-                pass
-        labels.append(label)
-    return ".".join(labels)
+    href: str
 
 
 def url_view(url: str) -> UrlView:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    netloc = parts.netloc
-    userinfo, _, host_port = netloc.rpartition("@")
-    if host_port.startswith("["):
-        host = host_port[: host_port.find("]") + 1]
-    else:
-        host = host_port.rsplit(":", 1)[0] if ":" in host_port else host_port
-    start = url.find(netloc) if netloc else len(url)
-    before = url[:start] + (userinfo + "@" if userinfo else "")
-    after = url[len(before) + len(host) :]
+    """Read by the WHATWG rules a browser follows (`queue/browser_urls.py`), never by a plain parse: intake refuses
+    URLs on which the two disagree, and a row stored before that check is shown as the browser reads it."""
+    browser = browser_urls.read_as_browser(url)
+    if browser is None or not browser.host:
+        return UrlView(
+            before_host=url,
+            host="",
+            after_host="",
+            scheme=browser.scheme if browser else "",
+            unicode_host="",
+            warnings=["A browser cannot open this as a web address. Do not try to open it."],
+            openable=False,
+            href="",
+        )
+    host = browser.host
     warnings = []
-    if scheme != "https":
+    if browser.scheme != "https":
         warnings.append("This link is not HTTPS: anything sent through it can be read or changed on the way.")
-    if any(label.startswith("xn--") for label in host.lower().split(".")) or not host.isascii():
-        ascii_host = _safe_host_ascii(host)
+    if browser_urls.intake_problem(url) is not None:
+        warnings.append(
+            f"The link as written does not say where it leads: a browser opens {host}. "
+            "ReviewHub shows it the way a browser reads it."
+        )
+    unicode_host = browser_urls.display_host(host)
+    if unicode_host != host or any(label.startswith("xn--") for label in host.split(".")):
         warnings.append(
             "The domain uses internationalised (punycode) characters and may imitate another site: "
-            f"it is “{ascii_host}”, which displays as “{_decode_host(ascii_host)}”."
+            f"it is “{host}”, which displays as “{unicode_host}”."
         )
-    if userinfo:
+    if browser.is_ip_address:
+        warnings.append(f"The link leads to a numeric address ({host}), not to a named site.")
+    if browser.userinfo:
         warnings.append(
-            f"The link has text before “@” (“{userinfo}”), which is not the site: it opens {host}."
+            f"The link has text before “@” (“{browser.userinfo}”), which is not the site: it opens {host}."
         )
     return UrlView(
-        before_host=before,
+        before_host=browser.prefix,
         host=host,
-        after_host=after,
-        scheme=scheme,
-        unicode_host=_decode_host(_safe_host_ascii(host)),
+        after_host=browser.suffix,
+        scheme=browser.scheme,
+        unicode_host=unicode_host,
         warnings=warnings,
-        openable=scheme in {"http", "https"},
+        openable=browser.scheme in browser_urls.WEB_SCHEMES,
+        href=browser.href,
     )
 
 
-def _safe_host_ascii(host: str) -> str:
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return host
-
-
 def context_view(context: Any) -> dict[str, Any]:
-    """The agent's free-form context, split into who is asking and everything else (all of it untrusted text)."""
+    """The agent's free-form context, split into who is asking and everything else (all of it untrusted text).
+
+    Who is asking is read from the top level or, as the MCP bridge records it, from `context.mcp` (server, tool,
+    arguments, session); `argument_rows` are the tool's arguments as (name, value) rows for a readable table."""
+    empty: dict[str, Any] = {
+        "server": None,
+        "tool": None,
+        "arguments": None,
+        "argument_rows": [],
+        "session": None,
+        "other": [],
+    }
     if not isinstance(context, dict):
-        return {"server": None, "tool": None, "arguments": None, "session": None, "other": []}
+        return empty
+    nested = context.get("mcp") if isinstance(context.get("mcp"), dict) else None
+    sources = [context, nested] if nested is not None else [context]
 
     def pick(keys: tuple[str, ...]) -> Any:
-        for key in keys:
-            if key in context:
-                return context[key]
+        for source in sources:
+            for key in keys:
+                if key in source:
+                    return source[key]
         return None
 
     known = set(CONTEXT_SERVER_KEYS + CONTEXT_TOOL_KEYS + CONTEXT_ARGUMENT_KEYS + CONTEXT_SESSION_KEYS)
     arguments = pick(CONTEXT_ARGUMENT_KEYS)
+    other = [
+        (str(key), _display(value))
+        for key, value in context.items()
+        if key not in known and not (key == "mcp" and nested is not None)
+    ]
+    if nested is not None:
+        rest = {key: value for key, value in nested.items() if key not in known}
+        if rest:
+            other.insert(0, ("mcp", _display(rest)))
+    rows = (
+        [(str(name), _display(value) or "") for name, value in arguments.items()]
+        if isinstance(arguments, dict)
+        else []
+    )
     return {
+        **empty,
         "server": _display(pick(CONTEXT_SERVER_KEYS)),
         "tool": _display(pick(CONTEXT_TOOL_KEYS)),
         "arguments": None if arguments is None else _display(arguments),
+        "argument_rows": rows,
         "session": _display(pick(CONTEXT_SESSION_KEYS)),
-        "other": [(str(key), _display(value)) for key, value in context.items() if key not in known],
+        "other": other,
     }
 
 

@@ -1,13 +1,17 @@
 """Reviewer pages' live updates: queue pages and request pages listen to the pushes of delivery/pushes.py."""
 
+import asyncio
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from elicitation.delivery import pushes
+from elicitation.delivery.socket_base import HardenedJsonConsumer
 from elicitation.queue import access
 from elicitation.queue.errors import DomainError
+
+CLOSE_SERVICE_RESTART = 1012  # pushes may have been lost: reconnect and reload
+CLOSE_TRY_AGAIN_LATER = 1013  # the channel layer is away: reconnect with backoff
 
 
 def reviewer_page_group(user: Any, route: dict[str, Any]) -> str | None:
@@ -22,14 +26,19 @@ def reviewer_page_group(user: Any, route: dict[str, Any]) -> str | None:
     return None
 
 
-class ReviewerPageConsumer(AsyncJsonWebsocketConsumer):
+class ReviewerPageConsumer(HardenedJsonConsumer):
     """Live updates for a queue page (`ws/queues/<slug>/`) or a request page (`ws/requests/<id>/`).
 
     Session-authenticated (the route wraps it in AuthMiddlewareStack); relays what pushes.py broadcasts
-    and accepts nothing from the browser: every write goes through the reviewer API.
+    and accepts nothing from the browser but `ping`: every write goes through the reviewer API. Frames that are
+    binary, not JSON, too deep or hold invalid text get an error frame (delivery/socket_base.py). With the
+    channel layer away the socket is accepted and closed with 1013 (try again later); when the layer comes back
+    open sockets are closed with 1012 (service restart). Either way the page reconnects with backoff and, having
+    possibly missed pushes, reloads what it shows (static/reviewhub/reviewhub.js, `open(again)`).
     """
 
     group: str | None = None
+    closing: "asyncio.Future[None] | None" = None
 
     async def connect(self) -> None:
         route = self.scope.get("url_route", {}).get("kwargs", {})
@@ -38,12 +47,16 @@ class ReviewerPageConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         self.group = group
-        await self.channel_layer.group_add(group, self.channel_name)
+        joined = await self.join_group(group)
         await self.accept()
+        if not joined:
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
     async def disconnect(self, code: int) -> None:
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self.leave_groups()
+
+    def layer_recovered(self) -> None:
+        self.closing = asyncio.ensure_future(self.close(code=CLOSE_SERVICE_RESTART))
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "ping":

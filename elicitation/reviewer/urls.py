@@ -3,14 +3,27 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, path
 
-from elicitation.reviewer import views
+from elicitation.reviewer import decisions, notifications, views
 
 urlpatterns: list[URLPattern] = [
     path("", views.dashboard, name="dashboard"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("history/", views.history_page, name="history"),
     path("queues/<slug:slug>/", views.queue_page, name="queue"),
     path("queues/<slug:slug>/next", views.claim_next, name="queue-next"),
     path("queues/<slug:slug>/counts", views.queue_counts, name="queue-counts"),
+    path("queues/<slug:slug>/rows/<uuid:request_id>", views.queue_row, name="queue-row"),
     path("requests/<uuid:request_id>/", views.request_page, name="request"),
+    path("requests/<uuid:request_id>/leave", views.leave_request, name="request-leave"),
+    path("requests/<uuid:request_id>/decision", decisions.decision_json, name="request-decision"),
+    path("requests/<uuid:request_id>/remember", decisions.remember_page, name="request-remember"),
+    path("queues/<slug:slug>/remembered", decisions.remembered_list, name="remembered"),
+    path(
+        "queues/<slug:slug>/remembered/<int:rule_id>/revoke",
+        decisions.revoke_remembered,
+        name="remembered-revoke",
+    ),
+    path("reach/waiting", notifications.waiting, name="reach-waiting"),
+    path("reach/shown/<uuid:request_id>", notifications.shown, name="reach-shown"),
 ]

@@ -1,6 +1,7 @@
 """Reviewer pages: dashboard, queue, request. Views parse input and call one transition, and GET never writes.
 They work without JavaScript; the static scripts under static/reviewhub/ only add live updates, heartbeats, shared drafts and shortcuts."""
 
+from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
@@ -12,8 +13,17 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from elicitation.models import OPEN_STATUSES, Action, DraftState, ElicitationRequest, Mode, Status
-from elicitation.queue import access, audit, clock, selectors, transitions
+from elicitation.models import (
+    OPEN_STATUSES,
+    Action,
+    Draft,
+    DraftState,
+    ElicitationRequest,
+    Mode,
+    Queue,
+    Status,
+)
+from elicitation.queue import access, audit, clock, quorum, selectors, transitions
 from elicitation.queue.errors import InvalidInput, InvalidTransition
 from elicitation.reviewer import forms, presenters
 from elicitation.reviewer.errors import domain_errors_as_pages
@@ -93,6 +103,23 @@ def queue_counts(request: HttpRequest, slug: str) -> JsonResponse:
     return JsonResponse(selectors.queue_counts(access.reviewable_queue(request.user, slug)).labels)
 
 
+@login_required
+@domain_errors_as_pages
+@require_GET
+def queue_row(request: HttpRequest, slug: str, request_id: UUID) -> HttpResponse:
+    """One queue row, rendered by the same partial as the page: the script inserts it when a push says a request
+    arrived or changed, so the row's markup has a single source. 204 when the request is not open in the queue."""
+    queue = access.reviewable_queue(request.user, slug)
+    row = (
+        ElicitationRequest.objects.select_related("agent", "claimed_by")
+        .filter(pk=request_id, queue=queue, status__in=OPEN_STATUSES)
+        .first()
+    )
+    if row is None:
+        return HttpResponse(status=204)
+    return render(request, "review/_queue_row.html", {"r": row, "now": clock.now()})
+
+
 def _int_or_none(text: str | None) -> int | None:
     try:
         return int(text) if text else None
@@ -126,7 +153,8 @@ def claim_next(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _ensure_claim(found: ElicitationRequest, user: Any) -> ElicitationRequest:
-    """Before answering: a lapsed claim nobody else took is taken again, so a slow no-JS reviewer loses nothing."""
+    """Before answering: a preview (or a lapsed claim nobody else took) is claimed first, so answering from the
+    preview, or as a slow no-JS reviewer, loses nothing."""
     if presenters.holds(found, user):
         return found
     return transitions.claim_request(found.pk, user=user)
@@ -152,6 +180,23 @@ def posted_answers(data: QueryDict, skipped: set[str]) -> QueryDict:
     return answers
 
 
+def _describe_errors(form: forms.AnswerForm) -> list[dict[str, str]]:
+    """Tie each input to its help and error text (aria-describedby), and list the invalid fields for the summary."""
+    summary = []
+    for name in form.fields:
+        bound = form[name]
+        ids = [f"{bound.auto_id}_helptext"] if bound.help_text else []
+        ids.append(f"{bound.auto_id}_error")
+        bound.field.widget.attrs["aria-describedby"] = " ".join(ids)
+        if form.is_bound and bound.errors:
+            bound.field.widget.attrs["aria-invalid"] = "true"
+            target = bound.auto_id if not bound.field.widget.use_fieldset else f"{bound.auto_id}_0"
+            summary.append(
+                {"target": target, "label": str(bound.label), "error": " ".join(str(e) for e in bound.errors)}
+            )
+    return summary
+
+
 def render_request_page(
     request: HttpRequest,
     found: ElicitationRequest,
@@ -162,8 +207,11 @@ def render_request_page(
     status: int = 200,
 ) -> HttpResponse:
     state = presenters.page_state(found, request.user)
-    editable = state.mine
-    if found.mode == Mode.FORM and form is None:
+    # Fields are open to the holder, and to anyone previewing a pending request: typing there claims it first.
+    editable = state.mine or presenters.can_preview_edit(found, state)
+    result = presenters.result_view(found)
+    if found.mode == Mode.FORM and found.is_open and form is None:
+        # Shared drafts are shown only while the request is open; a closed one shows what was sent instead.
         initial, draft_skipped = draft_initial(found)
         form = forms.build_answer_form(
             found.questions, initial=initial, prefix=ANSWER_PREFIX, disabled=not editable
@@ -173,12 +221,16 @@ def render_request_page(
         # Disabled in HTML only: a disabled Django field would drop what the reviewer typed for its initial value.
         for form_field in form.fields.values():
             form_field.widget.attrs["disabled"] = True
+    if not found.is_open:
+        form = None
+    error_summary = _describe_errors(form) if form is not None else []
     questions = []
     if form is not None:
         questions = [
             {"field": form[question.id], "question": question, "skipped": question.id in (skipped or set())}
             for question in form.questions.values()
         ]
+    now = clock.now()
     context = {
         "req": found,
         "state": state,
@@ -186,11 +238,14 @@ def render_request_page(
         "form": form,
         "questions": questions,
         "error": error,
+        "error_summary": error_summary,
+        "result": result,
+        "trail": presenters.trail_rows(selectors.request_trail(found)) if not found.is_open else [],
         "who": presenters.context_view(found.context),
         "url": presenters.url_view(found.url) if found.mode == Mode.URL else None,
         "can_supervise": access.can_supervise(request.user, found.queue),
-        "now": clock.now(),
-        "overdue": found.deadline <= clock.now(),
+        "now": now,
+        "overdue": found.is_open and found.deadline <= now,
     }
     return render(request, "review/request.html", context, status=status)
 
@@ -232,6 +287,15 @@ def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpRespo
             transitions.release_claim(found.pk, user=user)
             messages.info(request, "Released: the request is back in the queue.")
             return redirect("queue", slug=found.queue.slug)
+        # A quorum's later approvers approve the proposed answer (review/_quorum.html), or veto without a claim.
+        if action == "approve":
+            approved = transitions.respond(found.pk, user=user, action=Action.ACCEPT)
+            progress = quorum.progress(approved.policy) or {}
+            messages.success(request, f"Approved: {progress.get('text', 'done')}.")
+            return redirect("request", request_id=found.pk)
+        if action in (Action.DECLINE, Action.CANCEL) and quorum.requirement(found) is not None:
+            transitions.respond(found.pk, user=user, action=action)  # a veto needs no claim
+            return _answered(request, found, action)
         if action in (Action.DECLINE, Action.CANCEL):
             found = _ensure_claim(found, user)
             transitions.respond(found.pk, user=user, action=action)
@@ -245,12 +309,18 @@ def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpRespo
                         found,
                         form=form,
                         skipped=skipped,
-                        error="Some answers need attention.",
+                        error="Some answers need attention:",
                         status=400,
                     )
                 content = forms.form_content(form)
             found = _ensure_claim(found, user)
-            transitions.respond(found.pk, user=user, action=Action.ACCEPT, content=content)
+            answered = transitions.respond(found.pk, user=user, action=Action.ACCEPT, content=content)
+            if answered.is_open:  # the first approval of a quorum: the decision waits for the others
+                progress = quorum.progress(answered.policy) or {}
+                messages.success(
+                    request, f"Proposed and approved: {progress.get('text', 'waiting for others')}."
+                )
+                return redirect("queue", slug=found.queue.slug)
             return _answered(request, found, Action.ACCEPT)
     except InvalidInput as exc:
         if form is not None:
@@ -280,6 +350,105 @@ def _conflict_text(found: ElicitationRequest, user: Any, exc: InvalidTransition,
 
 
 def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> HttpResponseRedirect:
-    done = {"accept": "Accepted", "decline": "Declined", "cancel": "Cancelled"}[action]
+    """Back to the queue, or, with the "open the next request" preference (on by default), straight into the
+    next request, claimed: the keyboard loop costs no extra key per answer."""
+    done = presenters.ACTION_LABEL[action]
+    if request.POST.get("then") == "next":
+        try:
+            following = transitions.claim_next(found.queue, user=request.user)
+        except InvalidTransition:
+            following = None
+        if following is not None:
+            messages.success(request, f"{done}. The agent has been told. This is the next request.")
+            return redirect("request", request_id=following.pk)
+        messages.success(request, f"{done}. The agent has been told. Nothing else is waiting in this queue.")
+        return redirect("queue", slug=found.queue.slug)
     messages.success(request, f"{done}. The agent has been told.")
     return redirect(reverse("queue", kwargs={"slug": found.queue.slug}))
+
+
+@login_required
+@domain_errors_as_pages
+@require_POST
+def leave_request(request: HttpRequest, request_id: UUID) -> HttpResponse:
+    """The page was left (navigation, tab closed; sent with navigator.sendBeacon): a claim on which nothing was
+    typed goes back to the queue, so a look does not block a teammate for a whole lease. Drafts saved by this
+    reviewer since claiming keep the claim."""
+    found = access.reviewable_request(request.user, request_id)
+    if not presenters.holds(found, request.user):
+        return JsonResponse({"released": False, "status": found.status}, status=409)
+    typed = Draft.objects.filter(
+        request=found, updated_by_id=request.user.pk, updated_at__gte=found.claimed_at
+    ).exists()
+    if typed:
+        return JsonResponse({"released": False, "status": found.status, "reason": "drafts"}, status=409)
+    try:
+        transitions.release_claim(found.pk, user=request.user)
+    except InvalidTransition:
+        fresh = access.reviewable_request(request.user, request_id)
+        return JsonResponse({"released": False, "status": fresh.status}, status=409)
+    return JsonResponse({"released": True, "status": Status.PENDING})
+
+
+# --- history and search --------------------------------------------------------------------------------------------
+
+HISTORY_STATUSES = [("", "Any status"), *[(value, value.capitalize()) for value in Status.values]]
+
+
+def _date_or_none(text: str | None) -> date | None:
+    try:
+        return date.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+@login_required
+@domain_errors_as_pages
+@require_GET
+def history_page(request: HttpRequest) -> HttpResponse:
+    """Every request the reviewer may see, any status, newest first: filters and a search over message and
+    context (PostgreSQL full-text through a GIN index; substring matching on the embedded SQLite)."""
+    user = request.user
+    params = request.GET
+    queues = list(access.reviewer_queues(user).order_by("slug"))
+    queue: Queue | None = next((q for q in queues if q.slug == params.get("queue")), None)
+    agents = selectors.visible_agents(user)
+    agent_id = _int_or_none(params.get("agent"))
+    if agent_id not in {agent.pk for agent in agents}:
+        agent_id = None
+    status_filter = params.get("status", "")
+    if status_filter not in Status.values:
+        status_filter = ""
+    mine = params.get("mine") == "1"
+    filters = selectors.HistoryFilters(
+        status=status_filter,
+        queue=queue,
+        agent_id=agent_id,
+        tool=params.get("tool", "").strip()[:200],
+        answered_by=user if mine else None,
+        since=_date_or_none(params.get("since")),
+        until=_date_or_none(params.get("until")),
+        text=params.get("q", "").strip()[:200],
+    )
+    page = selectors.history_page(
+        user, filters, after=selectors.HistoryCursor.decode(params.get("after")), size=PAGE_SIZE
+    )
+    kept = {key: value for key, value in params.items() if key != "after" and value}
+    return render(
+        request,
+        "review/history.html",
+        {
+            "rows": page.rows,
+            "filters": filters,
+            "mine": mine,
+            "queues": queues,
+            "agents": agents,
+            "statuses": HISTORY_STATUSES,
+            "searching": bool(selectors.search_words(filters.text)),
+            "next_url": "?" + urlencode({**kept, "after": page.next_cursor.encode()})
+            if page.next_cursor
+            else None,
+            "first_url": "?" + urlencode(kept) if params.get("after") else None,
+            "now": clock.now(),
+        },
+    )

@@ -7,13 +7,12 @@
 
   var rows = document.getElementById("request-rows");
   var empty = document.getElementById("empty-row");
-  var template = document.getElementById("row-template");
   var liveStatus = document.getElementById("live-status");
   var statusFilter = table.dataset.filterStatus;
   var agentFilter = table.dataset.filterAgent;
   var firstPage = table.dataset.firstPage === "true";
   var lastPage = table.dataset.lastPage === "true";
-  var requestUrl = table.dataset.requestUrl;
+  var rowUrl = table.dataset.rowUrl;
   var OPEN = { pending: true, claimed: true };
 
   function wanted(summary) {
@@ -26,57 +25,22 @@
     return rows.querySelector('tr[data-id="' + CSS.escape(id) + '"]');
   }
 
-  function badge(summary) {
-    var span = document.createElement("span");
-    if (summary.status === "claimed") {
-      span.className = "badge badge-claimed";
-      span.textContent = "claimed by " + (summary.claimed_by || "someone");
-    } else {
-      span.className = "badge badge-pending";
-      span.textContent = "pending";
-    }
-    return span;
-  }
-
-  function setStatus(row, summary) {
-    var cell = row.querySelector('[data-field="status"]');
-    cell.replaceChildren(badge(summary));
-    row.classList.toggle("is-claimed", summary.status === "claimed");
-  }
-
-  function excerpt(text) {
-    return text.length > 160 ? text.slice(0, 159) + "…" : text;
-  }
-
-  function buildRow(summary) {
-    var row = template.content.firstElementChild.cloneNode(true);
-    row.dataset.id = summary.id;
-    row.dataset.priority = String(summary.priority);
-    row.dataset.created = summary.created_at;
-    var priority = row.querySelector('[data-field="priority"]');
-    priority.textContent = String(summary.priority);
-    if (summary.priority > 0) priority.classList.add("priority-high");
-    if (summary.priority < 0) priority.classList.add("priority-low");
-    var link = row.querySelector('[data-field="message"]');
-    link.textContent = excerpt(summary.message_excerpt || "");
-    link.href = requestUrl.replace("00000000-0000-0000-0000-000000000000", encodeURIComponent(summary.id));
-    var agent = row.querySelector('[data-field="agent"]');
-    agent.textContent = summary.agent;
-    if (summary.mode === "url") {
-      var mode = document.createElement("span");
-      mode.className = "badge badge-muted";
-      mode.textContent = "URL";
-      agent.after(" ", mode);
-    }
-    var age = row.querySelector("[data-age]");
-    age.dataset.age = summary.created_at;
-    age.setAttribute("datetime", summary.created_at);
-    var countdown = row.querySelector("[data-deadline]");
-    countdown.dataset.deadline = summary.deadline;
-    countdown.setAttribute("datetime", summary.deadline);
-    setStatus(row, summary);
-    row.classList.add("is-new");
-    return row;
+  /* A row's markup has one source, the server's review/_queue_row.html: fetched here for arrivals and changes. */
+  function fetchRow(id) {
+    var url = rowUrl.replace("00000000-0000-0000-0000-000000000000", encodeURIComponent(id));
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } }).then(
+      function (response) {
+        if (response.status !== 200) return null;
+        return response.text().then(function (html) {
+          var holder = document.createElement("tbody");
+          holder.innerHTML = html; // server-rendered and escaped, like the page itself
+          return holder.querySelector("tr[data-id]");
+        });
+      },
+      function () {
+        return null;
+      }
+    );
   }
 
   /* Review order: higher priority first, then older first. */
@@ -86,11 +50,11 @@
     return Date.parse(summary.created_at) < Date.parse(row.dataset.created);
   }
 
-  function insert(summary) {
+  function place(summary, fresh) {
     var existing = rows.querySelectorAll("tr[data-id]");
     var before = null;
     for (var index = 0; index < existing.length; index += 1) {
-      if (comesBefore(summary, existing[index])) {
+      if (existing[index] !== fresh && comesBefore(summary, existing[index])) {
         before = existing[index];
         break;
       }
@@ -98,8 +62,24 @@
     // Rows that sort before this page or after it belong to another page.
     if (before === existing[0] && existing.length && !firstPage) return;
     if (before === null && !lastPage) return;
-    rows.insertBefore(buildRow(summary), before);
-    RH.tick();
+    rows.insertBefore(fresh, before);
+  }
+
+  function upsert(summary) {
+    fetchRow(summary.id).then(function (fresh) {
+      var row = findRow(summary.id);
+      if (!fresh) {
+        if (row) row.remove();
+      } else if (row) {
+        row.replaceWith(fresh);
+      } else {
+        fresh.classList.add("is-new");
+        place(summary, fresh);
+      }
+      RH.localTimes();
+      RH.tick();
+      syncEmpty();
+    });
   }
 
   function syncEmpty() {
@@ -125,8 +105,7 @@
     var summary = message.request;
     var row = findRow(summary.id);
     if (wanted(summary)) {
-      if (row) setStatus(row, summary);
-      else insert(summary);
+      upsert(summary);
     } else if (row) {
       row.remove();
     }
@@ -146,7 +125,7 @@
   });
 
   document.addEventListener("keydown", function (event) {
-    if (event.key === "n" && RH.plainKey(event)) {
+    if (event.key === "n" && RH.shortcut(event)) {
       event.preventDefault();
       RH.submit(document.getElementById("next-form"));
     }

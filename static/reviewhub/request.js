@@ -19,13 +19,20 @@
   var status = page.dataset.status;
   var CLOSED = { completed: true, expired: true, withdrawn: true };
   var leaseSeconds = parseInt(page.dataset.leaseSeconds, 10) || 300;
+  // A pending request nobody holds is a preview: its fields are open, and typing there claims it first.
+  var preview = page.dataset.preview === "true" && !mine;
+  var typed = false; // anything typed or chosen on this page: leaving then keeps the claim
+  var submitting = false;
+  var claiming = null;
+
+  var CLOSED_LEVEL_OF = { answered: true, expired: true, withdrawn: true };
 
   /* --- notices and editability ---------------------------------------------------------------------------- */
 
   function notice(level, text) {
     // One live notice about the request's state at a time; server-rendered ones are replaced too.
     notices.querySelectorAll("[data-notice]").forEach(function (element) {
-      if (element.dataset.notice !== "error" || level === "gone") element.remove();
+      if (element.dataset.notice !== "error" || CLOSED_LEVEL_OF[level]) element.remove();
     });
     var element = document.createElement("div");
     element.className = "alert alert-" + level;
@@ -34,10 +41,17 @@
     notices.appendChild(element);
   }
 
+  function clearStateNotices() {
+    notices.querySelectorAll("[data-notice]").forEach(function (element) {
+      if (element.dataset.notice === "info" || element.dataset.notice === "held") element.remove();
+    });
+  }
+
   function setEditable(editable) {
     if (form) {
       form.querySelectorAll("input, select, textarea, button").forEach(function (element) {
-        if (element.name !== "csrfmiddlewaretoken") element.disabled = !editable;
+        if (element.name === "csrfmiddlewaretoken" || element.name === "then") return;
+        element.disabled = !editable && !(preview && element.dataset.answer !== "release");
       });
     }
     var open = document.getElementById("open-url");
@@ -67,6 +81,8 @@
     holderText.append(strong, " since " + RH.clockTime(since) + ".");
   }
 
+  var CLOSED_LEVEL = { completed: "answered", expired: "expired", withdrawn: "withdrawn" };
+
   function closedText(summary) {
     if (summary.status === "withdrawn") {
       return "The agent withdrew this request (its turn ended). Nothing entered here will be sent.";
@@ -77,6 +93,7 @@
 
   function loseClaim(text) {
     mine = false;
+    preview = false;
     page.dataset.mine = "false";
     setEditable(false);
     // A late reply (a draft save, a heartbeat) must not hide that the request is already gone.
@@ -94,13 +111,21 @@
       setEditable(false);
       show(claimForm, false);
       show(takeoverForm, false);
+      preview = false;
       setHolder("Closed.");
-      notice("gone", closedText(summary));
+      notice(CLOSED_LEVEL[summary.status] || "info", closedText(summary));
       return;
     }
     if (summary.status === "claimed") {
       if (summary.claimed_by === me) {
         holder = me;
+        mine = true;
+        preview = false;
+        page.dataset.mine = "true";
+        setEditable(true);
+        show(claimForm, false);
+        show(takeoverForm, false);
+        clearStateNotices();
         setHolder("You hold this request. Your claim renews while this page is open.");
         return;
       }
@@ -110,6 +135,7 @@
         notice("held", summary.claimed_by + " is answering this request. Read-only.");
       }
       holder = summary.claimed_by;
+      preview = false;
       setEditable(false);
       setHolder("", summary.claimed_by, summary.claimed_at);
       show(claimForm, false);
@@ -144,6 +170,12 @@
   function readValue(question) {
     var kind = question.dataset.kind;
     var inputs = Array.prototype.slice.call(answerInputs(question));
+    if (kind === "boolean" && inputs[0].type === "radio") {
+      var choice = inputs.filter(function (input) {
+        return input.checked;
+      })[0];
+      return choice ? choice.value === "true" : null;
+    }
     if (kind === "boolean") return inputs[0].checked;
     if (kind === "multi-select") {
       var chosen = inputs.filter(function (input) {
@@ -174,7 +206,11 @@
   function writeValue(question, value) {
     var kind = question.dataset.kind;
     var inputs = Array.prototype.slice.call(answerInputs(question));
-    if (kind === "boolean") {
+    if (kind === "boolean" && inputs[0].type === "radio") {
+      inputs.forEach(function (input) {
+        input.checked = (input.value === "true" && value === true) || (input.value === "false" && value === false);
+      });
+    } else if (kind === "boolean") {
       inputs[0].checked = value === true;
     } else if (kind === "multi-select") {
       var values = Array.isArray(value) ? value : [];
@@ -214,7 +250,32 @@
 
   var draftsUrl = page.dataset.draftsUrl;
 
+  /* Claim from the preview (the c key, the Claim button's script path, or the first keystroke in a field). */
+  function claim() {
+    if (mine) return Promise.resolve(true);
+    if (claiming) return claiming;
+    claiming = RH.post(page.dataset.claimUrl).then(function (result) {
+      claiming = null;
+      if (result.ok) {
+        applyUpdate({ status: "claimed", claimed_by: me });
+        return true;
+      }
+      var data = result.data || {};
+      preview = false;
+      if (data.status && CLOSED[data.status]) applyUpdate({ status: data.status });
+      else loseClaim("Someone else claimed this request first. Your page is read-only.");
+      return false;
+    });
+    return claiming;
+  }
+
   function saveDraft(question, wanted) {
+    if (!mine && preview) {
+      claim().then(function (ok) {
+        if (ok) saveDraft(question, wanted);
+      });
+      return;
+    }
     if (!mine) return;
     var id = question.dataset.question;
     var value = readValue(question);
@@ -259,6 +320,7 @@
     form.querySelectorAll(".question[data-question]").forEach(function (question) {
       var timer = null;
       question.addEventListener("input", function (event) {
+        typed = true;
         if (event.target.matches("[data-skip-for]")) return;
         window.clearTimeout(timer);
         timer = window.setTimeout(function () {
@@ -266,6 +328,7 @@
         }, 300);
       });
       question.addEventListener("change", function (event) {
+        typed = true;
         window.clearTimeout(timer);
         if (event.target.matches("[data-skip-for]")) {
           var skipped = event.target.checked;
@@ -323,9 +386,94 @@
     },
   });
 
+  /* --- the keyboard loop ------------------------------------------------------------------------------------- */
+
+  function yesNoQuestions() {
+    if (!form) return [];
+    return Array.prototype.slice.call(form.querySelectorAll('.question[data-kind="boolean"]')).filter(function (q) {
+      return q.querySelector("input[type=radio]");
+    });
+  }
+
+  /* y / n: answer the first yes/no question still open (or the only one), as a click on its radio would. */
+  function chooseYesNo(yes) {
+    var questions = yesNoQuestions();
+    if (!questions.length) return false;
+    var target =
+      questions.filter(function (q) {
+        return readValue(q) === null;
+      })[0] || questions[0];
+    var radio = target.querySelector('input[type=radio][value="' + (yes ? "true" : "false") + '"]');
+    if (!radio || radio.disabled) return false;
+    radio.click();
+    return true;
+  }
+
+  /* Accept refuses while a required yes/no is unanswered: nothing is sent, the question says why and has focus. */
+  function unansweredChoices() {
+    return yesNoQuestions().filter(function (q) {
+      return readValue(q) === null && !q.classList.contains("is-skipped");
+    });
+  }
+
   function clickAnswer(action) {
     var button = form && form.querySelector('[data-answer="' + action + '"]');
-    if (button && !button.disabled) button.click();
+    if (!button || button.disabled) return;
+    button.click();
+  }
+
+  if (form) {
+    form.addEventListener("submit", function (event) {
+      var submitter = event.submitter;
+      if (submitter && submitter.value === "accept") {
+        var missing = unansweredChoices();
+        if (missing.length) {
+          event.preventDefault();
+          missing.forEach(function (q) {
+            showError(q, "is required");
+          });
+          var first = missing[0].querySelector("input[type=radio]");
+          if (first) first.focus();
+          return;
+        }
+      }
+      submitting = true;
+    });
+  }
+
+  var thenNext = document.getElementById("then-next");
+  function syncAutoNext() {
+    if (thenNext) thenNext.value = RH.pref("autoNext") ? "next" : "";
+  }
+  syncAutoNext();
+  document.addEventListener("reviewhub:prefs", syncAutoNext);
+
+  if (claimForm) {
+    claimForm.addEventListener("submit", function (event) {
+      if (!preview) return; // not claimable from here: let the server say why
+      event.preventDefault();
+      claim();
+    });
+  }
+
+  // Any form this page submits (answer, take over, next) is the reviewer acting, not leaving.
+  document.addEventListener("submit", function (event) {
+    if (!event.defaultPrevented) submitting = true;
+  });
+
+  /* Leaving the page (navigation, tab closed) releases a claim on which nothing was typed. */
+  window.addEventListener("pagehide", function () {
+    if (!mine || typed || submitting || CLOSED[status] || !navigator.sendBeacon) return;
+    var body = new FormData();
+    body.append("csrfmiddlewaretoken", RH.csrfToken());
+    navigator.sendBeacon(page.dataset.leaveUrl, body);
+  });
+
+  /* After a failed Accept, focus moves to the first field the error summary lists. */
+  var summary = document.getElementById("error-summary");
+  if (summary) {
+    var firstInvalid = form && form.querySelector("[aria-invalid=true]");
+    (firstInvalid || summary).focus();
   }
 
   document.addEventListener("keydown", function (event) {
@@ -338,9 +486,15 @@
       event.target.blur();
       return;
     }
-    if (!RH.plainKey(event)) return;
+    if (!RH.shortcut(event)) return;
+    var answering = !CLOSED[status] && (mine || preview);
     if (event.key === "a") clickAnswer("accept");
     else if (event.key === "d") clickAnswer("decline");
+    else if (event.key === "c" && preview) claim();
+    else if (event.key === "y" && answering) chooseYesNo(true);
+    else if (event.key === "n" && answering && yesNoQuestions().length) chooseYesNo(false);
     else if (event.key === "n" && (!mine || CLOSED[status])) RH.submit(document.getElementById("next-form"));
+    else return;
+    event.preventDefault();
   });
 })();

@@ -60,10 +60,50 @@
     return Math.floor(hours / 24) + "d " + (hours % 24) + "h";
   };
 
+  /* Times in the reviewer's own time zone; UTC stays one hover away (the element's title). */
   RH.clockTime = function (iso) {
     var moment = new Date(iso);
     if (isNaN(moment.getTime())) return "";
-    return moment.toISOString().slice(11, 19) + " UTC";
+    return moment.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  };
+
+  RH.utcText = function (moment) {
+    return moment.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  };
+
+  RH.localTimes = function (root) {
+    (root || document).querySelectorAll("time[data-local]").forEach(function (element) {
+      var moment = new Date(element.getAttribute("datetime"));
+      if (isNaN(moment.getTime())) return;
+      var today = new Date().toDateString() === moment.toDateString();
+      element.textContent =
+        element.dataset.local === "time" || today
+          ? moment.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+          : moment.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+      element.title = RH.utcText(moment);
+    });
+    (root || document).querySelectorAll("time[data-age], time[data-deadline]").forEach(function (element) {
+      var moment = new Date(element.getAttribute("datetime"));
+      if (!isNaN(moment.getTime())) element.title = moment.toLocaleString() + " · " + RH.utcText(moment);
+    });
+  };
+
+  /* Preferences kept in this browser: single-key shortcuts (WCAG 2.1.4: they can be turned off) and opening
+   * the next request after answering. Both on unless turned off. */
+  RH.pref = function (name) {
+    try {
+      return window.localStorage.getItem("reviewhub." + name) !== "off";
+    } catch (error) {
+      return true;
+    }
+  };
+
+  RH.setPref = function (name, on) {
+    try {
+      window.localStorage.setItem("reviewhub." + name, on ? "on" : "off");
+    } catch (error) {
+      /* private mode: the preference lasts for this page only */
+    }
   };
 
   var SOON_MS = 5 * 60 * 1000;
@@ -140,6 +180,30 @@
     return !event.ctrlKey && !event.metaKey && !event.altKey && !RH.isTyping(event);
   };
 
+  /* A single-key shortcut: a plain key, outside fields, with shortcuts turned on. */
+  RH.shortcut = function (event) {
+    return RH.plainKey(event) && RH.pref("shortcuts");
+  };
+
+  function wirePrefs() {
+    [
+      ["pref-shortcuts", "shortcuts"],
+      ["pref-auto-next", "autoNext"],
+    ].forEach(function (pair) {
+      var box = document.getElementById(pair[0]);
+      if (!box) return;
+      box.checked = RH.pref(pair[1]);
+      box.addEventListener("change", function () {
+        RH.setPref(pair[1], box.checked);
+        document.dispatchEvent(new CustomEvent("reviewhub:prefs"));
+      });
+    });
+    document.body.classList.toggle("no-shortcuts", !RH.pref("shortcuts"));
+    document.addEventListener("reviewhub:prefs", function () {
+      document.body.classList.toggle("no-shortcuts", !RH.pref("shortcuts"));
+    });
+  }
+
   RH.submit = function (form) {
     if (!form) return;
     if (form.requestSubmit) form.requestSubmit();
@@ -147,6 +211,8 @@
   };
 
   window.ReviewHub = RH;
+  wirePrefs();
+  RH.localTimes();
   RH.tick();
   window.setInterval(RH.tick, 1000);
 })();

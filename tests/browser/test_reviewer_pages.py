@@ -275,8 +275,9 @@ def test_decline_by_keyboard_and_cancel_by_button_reach_the_agent_without_conten
     expect(page.locator(".flash")).to_contain_text("Declined")
     assert agent.get(first["id"])["result"] == {"action": "decline"}
 
-    page.goto(f"/requests/{second['id']}/")
-    claim_on_page(page)
+    # Answering opens the next request, already claimed (the loop's default).
+    expect(page).to_have_url(re.compile(f"/requests/{second['id']}/$"))
+    expect(page.locator("#holder-text")).to_contain_text("You hold this request")
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator(".flash")).to_contain_text("Cancelled")
     assert agent.get(second["id"])["result"] == {"action": "cancel"}
@@ -311,8 +312,8 @@ def test_a_second_reviewer_sees_the_claim_and_drafts_live_and_cannot_submit(
 
     alice.get_by_label("Note").fill("checked the invoice")
     expect(bob.get_by_label("Note")).to_have_value("checked the invoice", timeout=PUSHED)
-    alice.get_by_label("Approve the transfer?").check()
-    expect(bob.get_by_label("Approve the transfer?")).to_be_checked(timeout=PUSHED)
+    alice.locator("#q-approve").get_by_label("Yes").check()
+    expect(bob.locator("#q-approve").get_by_label("Yes")).to_be_checked(timeout=PUSHED)
     expect(bob.locator("[data-note-for='approve']")).to_have_text("Edited by alice")
     bob.wait_for_timeout(1300)  # let the edit highlight fade before the pictures
     screenshot(bob, "request-read-only")
@@ -341,9 +342,11 @@ def test_a_supervisor_takes_over_and_the_previous_holder_goes_read_only_live(
     wait_live(alice)
     claim_on_page(alice)
     bob = open_page(team["bob"], f"/requests/{created['id']}/")
-    expect(bob.get_by_role("button", name="Take over")).to_have_count(0)  # members are not supervisors
+    expect(bob.get_by_text("Take over…")).to_have_count(0)  # members are not supervisors
     carol = open_page(team["carol"], f"/requests/{created['id']}/")
-    carol.get_by_role("button", name="Take over").click()
+    carol.get_by_text("Take over…").click()  # asks first
+    expect(carol.locator(".takeover-confirm")).to_contain_text("Take this request from alice?")
+    carol.get_by_role("button", name="Yes, take over").click()
     expect(carol.locator("#holder-text")).to_contain_text("You hold this request")
     expect(alice.locator("[data-notice='warn']")).to_contain_text(
         "carol took over this request", timeout=PUSHED
@@ -383,7 +386,7 @@ def test_withdrawal_by_the_agent_disables_every_open_page(open_page, team, agent
     alice.get_by_label("Note").fill("half-typed")
     agent.cancel(created["id"])
     for page in (alice, bob):
-        expect(page.locator("[data-notice='gone']")).to_contain_text(
+        expect(page.locator("[data-notice='withdrawn']")).to_contain_text(
             "The agent withdrew this request", timeout=PUSHED
         )
         expect(page.locator("#status-badge")).to_have_text("withdrawn")

@@ -1,5 +1,6 @@
-"""Pushes: published straight from the calling thread with Redis pub/sub; otherwise handed to the server's
-event loop in order, or sent in place when there is no server loop."""
+"""Pushes: with the in-memory layer, handed to the server's event loop in order (or sent in place when there is
+no server loop); with a networked layer (channels_redis), sent through the layer's public group_send from the
+committing thread itself, on an event loop it borrows for the call."""
 
 import asyncio
 import threading
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from elicitation.delivery import pushes
 
@@ -81,26 +82,107 @@ def test_a_closed_loop_is_never_handed_a_push(monkeypatch: pytest.MonkeyPatch) -
     assert sent == [("push-closed", {"type": "test.message"})]
 
 
+class RecordingLayer:
+    """A networked layer stand-in: records which thread and which event loop sent each push."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, int]] = []
+        self.entered = threading.Barrier(1)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        loop = id(asyncio.get_running_loop())
+        await asyncio.get_running_loop().run_in_executor(None, self.entered.wait, 5)
+        self.sent.append((threading.current_thread().name, loop, message["n"]))
+
+
+def test_a_networked_layer_is_sent_to_from_the_committing_thread_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    layer = RecordingLayer()
+    monkeypatch.setattr(pushes, "get_channel_layer", lambda: layer)
+    arrived_on_return: list[bool] = []
+
+    def view_thread() -> None:
+        for number in range(MESSAGES):
+            pushes.send_to_group("push-direct", {"type": "test.message", "n": number})
+            arrived_on_return.append(layer.sent[-1][2] == number)
+
+    worker = threading.Thread(target=view_thread, name="view-thread")
+    worker.start()
+    worker.join()
+
+    assert all(arrived_on_return) and len(arrived_on_return) == MESSAGES
+    assert [(thread, n) for thread, _, n in layer.sent] == [("view-thread", n) for n in range(MESSAGES)]
+
+
+def test_threads_pushing_at_once_each_borrow_a_loop_of_their_own_and_return_it() -> None:
+    layer = RecordingLayer()
+    layer.entered = threading.Barrier(2)  # both sends are inside group_send at the same moment
+    loops = pushes.PushLoops()
+    threads = [
+        threading.Thread(target=loops.send, args=(layer, "push-pool", {"type": "test.message", "n": n}))
+        for n in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    layer.entered = threading.Barrier(1)
+    loops.send(layer, "push-pool", {"type": "test.message", "n": 2})
+
+    first, second, third = (loop for _, loop, _ in layer.sent)
+    assert first != second
+    assert third in {first, second}  # reused, not a third loop
+    assert loops.idle.qsize() == 2
+
+
+def test_a_forked_process_never_reuses_its_parents_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    layer = RecordingLayer()
+    loops = pushes.PushLoops()
+    loops.send(layer, "push-fork", {"type": "test.message", "n": 1})
+
+    monkeypatch.setattr(pushes.os, "getpid", lambda: -1)  # as a Celery prefork child sees it
+    loops.send(layer, "push-fork", {"type": "test.message", "n": 2})
+
+    (_, parent_loop, _), (_, child_loop, _) = layer.sent
+    assert child_loop != parent_loop
+
+
+async def test_a_push_made_on_a_running_loop_becomes_a_task_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    layer = RecordingLayer()
+    monkeypatch.setattr(pushes, "get_channel_layer", lambda: layer)
+
+    pushes.send_to_group("push-task", {"type": "test.message", "n": 5})
+    await asyncio.wait_for(asyncio.gather(*pushes.background), 5)
+
+    assert [(loop, n) for _, loop, n in layer.sent] == [(id(asyncio.get_running_loop()), 5)]
+
+
 @pytest.mark.services
-async def test_with_redis_pub_sub_a_push_is_published_from_the_calling_thread_to_the_group() -> None:
+async def test_with_redis_pushes_from_view_threads_reach_the_group_in_order() -> None:
     layer, channel = await subscribe("push-published")
-    assert pushes.pubsub_target(layer) is not None
+    assert not isinstance(layer, InMemoryChannelLayer)
 
-    await sync_to_async(pushes.send_to_group)("push-published", {"type": "test.message", "n": 3})
+    def view_thread() -> None:
+        for number in range(MESSAGES):
+            pushes.send_to_group("push-published", {"type": "test.message", "n": number})
 
-    assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 3
+    await sync_to_async(view_thread)()
+
+    assert await receive_numbers(layer, channel, MESSAGES) == list(range(MESSAGES))
 
 
 @pytest.mark.services
-async def test_a_published_push_to_an_unreachable_redis_is_logged_not_raised(
+async def test_a_push_to_an_unreachable_redis_is_logged_not_raised(
     settings: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    layer = get_channel_layer()
+    # Changing CHANNEL_LAYERS makes Channels build a new layer, which the next push uses.
     settings.CHANNEL_LAYERS = {
-        "default": {**settings.CHANNEL_LAYERS["default"], "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+        "default": {
+            **settings.CHANNEL_LAYERS["default"],
+            "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:1/0", "socket_connect_timeout": 1}]},
+        }
     }
-    target = pushes.pubsub_target(layer)
-    assert target is not None and target.url.endswith(":1/0")
 
     await sync_to_async(pushes.send_to_group)("push-nowhere", {"type": "test.message"})
 

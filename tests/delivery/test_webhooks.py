@@ -217,7 +217,7 @@ def test_a_delivery_is_dead_after_the_attempt_limit_and_a_replay_sends_it_again(
     assert tasks.retry_due_webhooks() == 0
     assert len(receiver.calls) == 3
 
-    replayed = webhooks.replay_delivery(dead)
+    replayed = tasks.replay(dead)
 
     calls = receiver.wait_for(4)
     assert len(calls) == 4

@@ -57,7 +57,8 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 class LiveReviewHub:
     """One daphne process serving reviewhub.asgi (Django, the agent API and /mcp/)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **env: str) -> None:
+        self.env = env
         self.port = free_port()
         self.log = Path(tempfile.mkstemp(prefix="rh-mcp-daphne-", suffix=".log")[1])
         self.process: subprocess.Popen[bytes] | None = None
@@ -72,7 +73,15 @@ class LiveReviewHub:
             [*command, "reviewhub.asgi:application"],
             cwd=REPO,
             # The in-process sweeper expires overdue requests, as in the embedded deployment.
-            env=subprocess_env(PERIODIC_SWEEPS_IN_PROCESS="true", SWEEP_INTERVAL_SECONDS="1"),
+            env=subprocess_env(
+                **{
+                    "PERIODIC_SWEEPS_IN_PROCESS": "true",
+                    "SWEEP_INTERVAL_SECONDS": "1",
+                    # ask_reviewer's progress beat: a second, so a test can outwait a short host timeout quickly.
+                    "MCP_PROGRESS_INTERVAL_SECONDS": "1",
+                    **self.env,
+                }
+            ),
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )

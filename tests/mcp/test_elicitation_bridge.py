@@ -2,15 +2,33 @@
 client whose `elicitation_callback` is `ReviewHubElicitation`, a live ReviewHub, and a scripted reviewer."""
 
 import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
+import httpx2
 import pytest
-from mcp import Client
+from asgiref.sync import sync_to_async
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
+from elicitation.models import ElicitationRequest
 from reviewhub_client import AsyncReviewHubClient, ReviewHubClient
 from reviewhub_client.mcp_bridge import ReviewHubElicitation
-from tests.mcp.conftest import Hub, ScriptedReviewer, agent_requests, approvals_stdio, free_port
+from tests.mcp.conftest import (
+    REPO,
+    SERVERS,
+    Hub,
+    ScriptedReviewer,
+    agent_requests,
+    approvals_stdio,
+    free_port,
+)
 from tests.mcp.servers.approvals import server as approvals
 
 pytestmark = [pytest.mark.mcp, pytest.mark.django_db(transaction=True)]
@@ -152,14 +170,26 @@ async def test_two_questions_of_one_round_become_two_requests_answered_separatel
     ]
 
 
-async def test_no_answer_within_the_timeout_is_a_cancel_and_withdraws_the_request(
+async def test_no_answer_within_the_timeout_is_a_timeout_error_and_withdraws_the_request(
     hub: Hub, reviewhub_client: AsyncReviewHubClient
 ) -> None:
     bridge = ReviewHubElicitation(reviewhub_client, queue=hub.queue, timeout=1)
-    async with Client(approvals, elicitation_callback=bridge) as client:
-        output = text(await asyncio.wait_for(bridge.call_tool(client, "deploy", {"version": "4.0"}), 20))
+    async with bridge.connect(approvals, mode="legacy") as client:
+        with pytest.raises(MCPError, match="No ReviewHub reviewer answered within 1 s") as raised:
+            await asyncio.wait_for(bridge.call_tool(client, "deploy_now", {"version": "4.0"}), 20)
 
-    assert output == "deploy 4.0: cancel"
+    assert raised.value.code == types.REQUEST_TIMEOUT
+    assert [row["status"] for row in agent_requests(hub)] == ["withdrawn"]
+
+
+async def test_on_failure_cancel_keeps_the_old_answer_for_a_timeout(
+    hub: Hub, reviewhub_client: AsyncReviewHubClient
+) -> None:
+    bridge = ReviewHubElicitation(reviewhub_client, queue=hub.queue, timeout=1, on_failure="cancel")
+    async with Client(approvals, elicitation_callback=bridge) as client:
+        output = text(await asyncio.wait_for(bridge.call_tool(client, "deploy", {"version": "4.1"}), 20))
+
+    assert output == "deploy 4.1: cancel"
     assert [row["status"] for row in agent_requests(hub)] == ["withdrawn"]
 
 
@@ -175,13 +205,124 @@ async def test_an_expired_request_gives_the_queues_expiry_outcome_cancel_by_defa
     assert (row["status"], row["result"]) == ("expired", {"action": "cancel"})
 
 
-async def test_an_unreachable_reviewhub_is_a_prompt_cancel_not_an_error(hub: Hub) -> None:
+async def test_an_unreachable_reviewhub_is_a_prompt_json_rpc_error_never_a_humans_cancel(hub: Hub) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     async with AsyncReviewHubClient(nowhere, hub.agent_key, max_retries=1) as unreachable:
         bridge = ReviewHubElicitation(unreachable, queue=hub.queue)
-        async with Client(approvals, elicitation_callback=bridge, mode="legacy") as client:
-            output = text(
+        async with bridge.connect(approvals, mode="legacy") as client:
+            with pytest.raises(MCPError, match="ReviewHub could not take the question") as raised:
                 await asyncio.wait_for(bridge.call_tool(client, "deploy_now", {"version": "6.0"}), 20)
+        old_style = ReviewHubElicitation(unreachable, queue=hub.queue, on_failure="cancel")
+        async with old_style.connect(approvals, mode="legacy") as client:
+            output = text(
+                await asyncio.wait_for(old_style.call_tool(client, "deploy_now", {"version": "6.0"}), 20)
             )
 
+    assert raised.value.code == types.INTERNAL_ERROR
     assert output == "deploy 6.0 now: cancel"
+
+
+async def test_the_bridge_names_itself_and_forwards_elicitation_complete_to_reviewhub(
+    hub: Hub, scripted_reviewer: ScriptedReviewer, reviewhub_client: AsyncReviewHubClient
+) -> None:
+    bridge = ReviewHubElicitation(reviewhub_client, queue=hub.queue)
+    async with bridge.connect(approvals, mode="legacy") as client:
+        connecting = asyncio.ensure_future(bridge.call_tool(client, "connect_bank", {"bank": "acme"}))
+        seen = await scripted_reviewer.claim_next()
+        await client.call_tool("bank_connected", {"bank": "acme"})
+        completed = await until(lambda: url_flow_completed(seen["id"]))
+        await scripted_reviewer.respond(seen["id"], "accept")
+        output = text(await asyncio.wait_for(connecting, 60))
+
+    assert output == "connect acme: accept"
+    assert seen["elicitationId"] == "bank-acme"
+    assert completed
+    assert bridge.client_info.name == "reviewhub-bridge"
+    assert bridge.client_info.version
+
+
+def url_flow_completed(request_id: str) -> bool:
+    return ElicitationRequest.objects.filter(pk=request_id, url_flow_completed_at__isnull=False).exists()
+
+
+async def until(check: Any, seconds: float = 10) -> bool:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < deadline:
+        if await sync_to_async(check)():
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_complete_url_reports_a_finished_flow_by_elicitation_id_or_request_id(
+    hub: Hub, reviewhub_client: AsyncReviewHubClient
+) -> None:
+    by_elicitation = await reviewhub_client.create(
+        "Open it", queue=hub.queue, url="https://vendor.example/flow/1", elicitation_id="flow-1"
+    )
+    by_request = await reviewhub_client.create(
+        "Open that", queue=hub.queue, url="https://vendor.example/flow/2"
+    )
+
+    await reviewhub_client.complete_url("flow-1")
+    await reviewhub_client.complete_url(request_id=str(by_request.id))
+    await reviewhub_client.complete_url("no-such-flow")  # unknown ids are ignored, as MCP requires
+    with pytest.raises(ValueError):
+        await reviewhub_client.complete_url("flow-1", request_id=str(by_request.id))
+
+    assert await sync_to_async(url_flow_completed)(str(by_elicitation.id))
+    assert await sync_to_async(url_flow_completed)(str(by_request.id))
+
+
+@pytest.fixture
+def approvals_over_http() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / "approvals.py"), "http", str(port)],
+        cwd=str(REPO),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_two_concurrent_calls_on_one_2025_session_each_show_their_own_tool(
+    hub: Hub,
+    scripted_reviewer: ScriptedReviewer,
+    reviewhub_client: AsyncReviewHubClient,
+    approvals_over_http: str,
+) -> None:
+    bridge = ReviewHubElicitation(reviewhub_client, queue=hub.queue)
+    async with (
+        bridge.http_client(timeout=httpx2.Timeout(30, read=120)) as http,
+        bridge.connect(
+            streamable_http_client(approvals_over_http, http_client=http), mode="legacy"
+        ) as client,
+    ):
+        # Plain client.call_tool, both in flight at once: only the wire can tell which call asked what.
+        deploying = asyncio.ensure_future(client.call_tool("deploy_now", {"version": "7.0"}))
+        linking = asyncio.ensure_future(client.call_tool("link_account", {"provider": "acme"}))
+        first = await scripted_reviewer.claim_next()
+        second = await scripted_reviewer.claim_next()
+        for seen in (first, second):
+            answer = {"approve": True} if seen["mode"] == "form" else None
+            await scripted_reviewer.respond(seen["id"], "accept", answer)
+        outputs = [text(await asyncio.wait_for(call, 60)) for call in (deploying, linking)]
+
+    tools = {seen["message"]: seen["context"]["mcp"] for seen in (first, second)}
+    assert tools["Deploy 7.0 right now?"]["tool"] == "deploy_now"
+    assert tools["Deploy 7.0 right now?"]["arguments"] == {"version": "7.0"}
+    assert tools["Sign in to acme to link the billing account"]["tool"] == "link_account"
+    assert tools["Sign in to acme to link the billing account"]["arguments"] == {"provider": "acme"}
+    assert outputs == ["deploy 7.0 now: approved (no note)", "link acme: accept"]

@@ -63,7 +63,7 @@ def test_a_supervisor_sees_charts_of_their_queues_only(supervisor: User, other_q
     page = response.content.decode()
 
     assert response.status_code == 200
-    assert len(SVG.findall(page)) == 6
+    assert len(SVG.findall(page)) == 7  # with "Time to a human" (ops/reach_metrics.py)
     assert "payments" in page
     assert f'value="{other_queue.slug}"' not in page
     assert "no-cache" in response["Cache-Control"]
@@ -127,8 +127,17 @@ def test_metrics_for_a_staff_session(admin_user: User, history) -> None:
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
     assert (
-        'reviewhub_requests_closed_total{queue="payments",outcome="expired"} 1' in response.content.decode()
+        'reviewhub_requests_closed_total{outcome="expired",queue="payments"} 1.0' in response.content.decode()
     )
+
+
+def test_metrics_speak_openmetrics_to_a_scraper_that_asks_for_it(admin_user: User, history) -> None:
+    response = logged_in(admin_user).get(
+        "/metrics", HTTP_ACCEPT="application/openmetrics-text; version=1.0.0"
+    )
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    assert response.content.decode().endswith("# EOF\n")
 
 
 def test_metrics_with_the_configured_token(client: Client, settings, history) -> None:

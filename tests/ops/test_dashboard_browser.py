@@ -58,7 +58,7 @@ def test_the_dashboard_draws_a_seeded_history_under_the_csp(live_server, seeded_
             assert response is not None and response.status == 200
 
             charts = page.locator("svg.chart[role=img]")
-            assert charts.count() == 6
+            assert charts.count() == 7  # with "Time to a human" (ops/reach_metrics.py)
             assert page.locator("svg.chart-empty").count() == 0  # every chart has data to draw
             # The stylesheet applied (it is the only source of layout under the CSP).
             assert page.locator(".chart-grid").evaluate("e => getComputedStyle(e).display") == "grid"

@@ -5,6 +5,8 @@ import os
 from datetime import datetime, timedelta
 
 import pytest
+from django.contrib.auth.models import User
+from prometheus_client.parser import text_string_to_metric_families
 
 from elicitation.models import ElicitationRequest, ExpiryOutcome, Queue
 from elicitation.ops import metrics
@@ -186,20 +188,53 @@ def test_prometheus_exposition(arrive, reviewer, queue, clock) -> None:
     text = metrics.prometheus_text()
     lines = text.splitlines()
 
-    assert 'reviewhub_queue_open_requests{queue="payments",status="pending"} 1' in lines
-    assert 'reviewhub_requests_closed_total{queue="payments",outcome="decline"} 1' in lines
-    assert 'reviewhub_time_to_first_claim_seconds{queue="payments",quantile="0.5"} 30' in lines
-    assert 'reviewhub_time_to_completion_seconds{queue="payments",quantile="0.9"} 60' in lines
-    assert 'reviewhub_reviewer_answers_total{reviewer="alice"} 1' in lines
+    # prometheus_client writes labels sorted by name and every value as a float.
+    assert 'reviewhub_queue_open_requests{queue="payments",status="pending"} 1.0' in lines
+    assert 'reviewhub_requests_closed_total{outcome="decline",queue="payments"} 1.0' in lines
+    assert 'reviewhub_time_to_first_claim_seconds{quantile="0.5",queue="payments"} 30.0' in lines
+    assert 'reviewhub_time_to_completion_seconds{quantile="0.9",queue="payments"} 60.0' in lines
+    assert 'reviewhub_reviewer_answers_total{reviewer="alice"} 1.0' in lines
+    assert 'reviewhub_webhook_deliveries{status="dead"} 0.0' in lines
     assert "# TYPE reviewhub_deadline_breaches_total counter" in lines
+    assert "# TYPE reviewhub_queue_oldest_pending_age_seconds gauge" in lines
     for line in lines:
         assert line.startswith("#") or line.rsplit(" ", 1)[1].replace(".", "", 1).isdigit(), line
 
 
-def test_prometheus_labels_are_escaped() -> None:
-    out = metrics.Exposition()
-    out.family("x", "gauge", "help", [({"name": 'a"b\\c\nd'}, 1.25)])
-    assert out.text().splitlines()[-1] == 'x{name="a\\"b\\\\c\\nd"} 1.25'
+def test_prometheus_parses_what_is_exposed_and_each_scrape_reads_the_database_afresh(
+    arrive, reviewer, queue
+) -> None:
+    arrive()
+    first = {
+        sample.labels["status"]: sample.value
+        for family in text_string_to_metric_families(metrics.prometheus_text())
+        if family.name == "reviewhub_queue_open_requests"
+        for sample in family.samples
+    }
+    transitions.claim_request(arrive().pk, user=reviewer)
+    second = {
+        sample.labels["status"]: sample.value
+        for family in text_string_to_metric_families(metrics.prometheus_text())
+        if family.name == "reviewhub_queue_open_requests"
+        for sample in family.samples
+    }
+
+    assert first == {"pending": 1, "claimed": 0}
+    assert second == {"pending": 1, "claimed": 1}
+
+
+def test_prometheus_labels_are_escaped(arrive, queue, make_reviewer) -> None:
+    # Usernames are validated by forms, not by the ORM: a label value must survive any text.
+    user = make_reviewer("plain", queue)
+    User.objects.filter(pk=user.pk).update(username='a"b\\c\nd')
+    user.refresh_from_db()
+    request = arrive()
+    transitions.claim_request(request.pk, user=user)
+    transitions.respond(request.pk, user=user, action="decline")
+
+    lines = metrics.prometheus_text().splitlines()
+
+    assert 'reviewhub_reviewer_answers_total{reviewer="a\\"b\\\\c\\nd"} 1.0' in lines
 
 
 @pytest.mark.services

@@ -261,6 +261,6 @@ def test_the_top_bar_links_metrics_for_supervisors_and_staff_and_admin_for_staff
         nav = html[html.index('<nav class="topnav"') : html.index("</nav>")]
         return set(re.findall(r'href="([^"]+)"', nav))
 
-    assert links(member) == {"/"}
-    assert links(supervisor) == {"/", "/dashboard/"}
-    assert links(staff) == {"/", "/dashboard/", "/admin/"}
+    assert links(member) == {"/", "/history/"}
+    assert links(supervisor) == {"/", "/history/", "/dashboard/"}
+    assert links(staff) == {"/", "/history/", "/dashboard/", "/admin/"}

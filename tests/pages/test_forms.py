@@ -1,5 +1,7 @@
 """The reusable form renderer: questions in, Django form out, MCP content back; rules stay in schemas.py."""
 
+import html
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from elicitation.reviewer.forms import (
     date_time_to_content,
     date_time_to_widget,
     form_content,
+    question_dom_ids,
 )
 
 SCHEMA: dict[str, Any] = {
@@ -269,3 +272,85 @@ def test_date_time_values_are_shown_in_utc() -> None:
     assert date_time_to_widget("2025-06-18T14:00:00+02:00") == "2025-06-18T12:00:00"
     assert date_time_to_widget("2025-06-18T12:00:00Z") == "2025-06-18T12:00:00"
     assert date_time_to_widget("garbage") == "garbage"
+
+
+# --- property names in any script: names kept exactly, HTML ids derived -----------------------------------------
+
+ODD_NAMES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "città": {"type": "string"},
+        "a b": {"type": "integer"},
+        "a-b": {"type": "boolean"},
+        '"><img src=x onerror=alert(1)>': {"type": "string", "enum": ["x", "y"]},
+        " padded ": {"type": "array", "items": {"type": "string", "enum": ["p", "q"]}},
+        "日本語": {"type": "string"},
+    },
+    "required": ["città"],
+}
+ODD_QUESTIONS = schemas.parse_requested_schema(ODD_NAMES_SCHEMA)
+SAFE_HTML_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def test_question_dom_ids_keep_plain_ids_and_derive_unique_safe_ones_for_the_rest() -> None:
+    dom_ids = question_dom_ids(["città", "a b", "a-b", "日本語", "question", "a.b", "full_name"])
+
+    assert dom_ids == {
+        "città": "citta",
+        "a b": "a-b-2",  # "a-b" is a plain id of its own and keeps it
+        "a-b": "a-b",
+        "日本語": "question-2",
+        "question": "question",
+        "a.b": "a-b-3",
+        "full_name": "full_name",
+    }
+    assert all(SAFE_HTML_ID.fullmatch(dom_id) for dom_id in dom_ids.values())
+
+
+def test_odd_property_names_render_with_safe_ids_escaped_labels_and_exact_names() -> None:
+    form = build_answer_form(ODD_QUESTIONS, prefix="answer")
+    rendered = form.as_div()
+
+    ids = re.findall(r'\sid="([^"]*)"', rendered)
+    fors = re.findall(r'\sfor="([^"]*)"', rendered)
+    assert ids and all(SAFE_HTML_ID.fullmatch(html_id) for html_id in ids), ids
+    assert set(fors) <= set(ids)
+    assert len(ids) == len(set(ids))
+    assert "<img" not in rendered and "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in rendered
+    for question in ODD_QUESTIONS:
+        assert f'name="answer-{html.escape(question.id)}"' in rendered
+    assert form["città"].auto_id == "id_answer-citta"
+    assert form["città"].dom_id == "citta"
+
+
+def test_answers_to_odd_property_names_come_back_under_the_exact_keys() -> None:
+    data = post(
+        **{
+            "answer-città": "Roma",
+            "answer-a b": "7",
+            "answer-a-b": "on",
+            'answer-"><img src=x onerror=alert(1)>': "y",
+            "answer- padded ": ["q"],
+            "answer-日本語": "はい",
+        }
+    )
+    form = build_answer_form(ODD_QUESTIONS, data=data, prefix="answer")
+
+    assert form.is_valid(), form.errors
+    assert form_content(form) == {
+        "città": "Roma",
+        "a b": 7,
+        "a-b": True,
+        '"><img src=x onerror=alert(1)>': "y",
+        " padded ": ["q"],
+        "日本語": "はい",
+    }
+
+
+@pytest.mark.parametrize("name", ["contentType", "$price", "content", "$"])
+def test_an_error_for_a_question_named_like_an_error_prefix_lands_on_that_question(name: str) -> None:
+    schema = {"type": "object", "properties": {name: {"type": "integer", "minimum": 5}}}
+    form = build_answer_form(schemas.parse_requested_schema(schema), data=post(**{name: "3"}))
+
+    assert not form.is_valid()
+    assert form.errors == {name: ["Must be at least 5."]}

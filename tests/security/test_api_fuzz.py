@@ -32,8 +32,8 @@ CREDENTIALS = Credentials()
 def fuzz_data(settings: Any) -> None:
     # Long-polls answer at once: a generated wait=60 must not stall the run (waiting has tests of its own).
     settings.MAX_LONG_POLL_SECONDS = 0
-    settings.AGENT_RATE = "off"
-    settings.REVIEWER_RATE = "off"
+    settings.AGENT_RATE = None  # off
+    settings.REVIEWER_RATE = None
     queue = Queue.objects.create(slug="payments", name="Payments", lease_seconds=60)
     _, CREDENTIALS.agent_key = accounts.create_agent(
         "agent-a", queue_slugs=[queue.slug], scopes=[Scope.REQUESTS, Scope.FLOWS_SECRETS]

@@ -19,8 +19,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from elicitation.flows import hosted_flows
-from elicitation.models import Agent, ElicitationRequest, HostedFlow, Queue, Scope
-from elicitation.queue import accounts, transitions
+from elicitation.models import Agent, AnswerRule, ElicitationRequest, HostedFlow, Queue, Scope
+from elicitation.queue import accounts, rules, transitions
 from tests.conftest import FORM_SCHEMA
 
 ACTORS = ("anonymous", "agent_a", "agent_b", "reviewer_in", "reviewer_out", "supervisor", "staff")
@@ -99,6 +99,29 @@ def fid(w: World) -> str:
 
 def claimed_by_in(w: World) -> None:
     w.claim_as("reviewer_in")
+
+
+def with_rule(w: World) -> None:
+    rules.add_rule(w.queue, {"name": "no refunds", "match": {"tool": "refund"}, "action": "decline"})
+
+
+def with_remembered_rule(w: World) -> None:
+    w.claim_as("reviewer_in")
+    transitions.respond(w.request.pk, user=w.users["reviewer_in"], action="decline")
+    rules.remember_decision(
+        ElicitationRequest.objects.get(pk=w.request.pk),
+        {"name": "remembered", "action": "decline", "expires_at": "2999-01-01T00:00:00+00:00"},
+        user=w.users["supervisor"],
+    )
+
+
+def answered_by_in(w: World) -> None:
+    w.claim_as("reviewer_in")
+    transitions.respond(w.request.pk, user=w.users["reviewer_in"], action="accept", content={"approve": True})
+
+
+def rule_id(w: World) -> int:
+    return AnswerRule.objects.filter(queue=w.queue).values_list("pk", flat=True).get()
 
 
 CREATE = {"message": "Approve?", "requestedSchema": FORM_SCHEMA, "queue": "payments"}
@@ -185,6 +208,57 @@ HTTP_ROWS = [
         ANSWER,
         setup=claimed_by_in,
     ),
+    # --- decision policies: reviewers of the queue read its rules, supervisors change them ---
+    Row("api-queue-rules", "GET", lambda w: "/api/v1/queues/payments/rules", REVIEWERS),
+    Row(
+        "api-queue-rules",
+        "POST",
+        lambda w: "/api/v1/queues/payments/rules",
+        (401, 401, 401, 403, 403, 201, 201),
+        {"name": "no", "action": "decline"},
+    ),
+    Row(
+        "api-queue-rule",
+        "GET",
+        lambda w: f"/api/v1/queues/payments/rules/{rule_id(w)}",
+        REVIEWERS,
+        setup=with_rule,
+    ),
+    Row(
+        "api-queue-rule-revoke",
+        "POST",
+        lambda w: f"/api/v1/queues/payments/rules/{rule_id(w)}/revoke",
+        (401, 401, 401, 403, 403, 200, 200),
+        setup=with_rule,
+    ),
+    Row(
+        "api-queue-remembered",
+        "GET",
+        lambda w: "/api/v1/queues/payments/remembered",
+        (401, 401, 401, 403, 403, 200, 200),
+    ),
+    Row("request-decision", "GET", lambda w: f"/requests/{rid(w)}/decision", PAGE),
+    Row(
+        "request-remember",
+        "GET",
+        lambda w: f"/requests/{rid(w)}/remember",
+        (LOGIN, LOGIN, LOGIN, 403, 403, 200, 200),
+        setup=answered_by_in,
+        note="remembering needs the remember_decision permission or a supervisor",
+    ),
+    Row(
+        "remembered",
+        "GET",
+        lambda w: "/queues/payments/remembered",
+        (LOGIN, LOGIN, LOGIN, 403, 403, 200, 200),
+    ),
+    Row(
+        "remembered-revoke",
+        "POST",
+        lambda w: f"/queues/payments/remembered/{rule_id(w)}/revoke",
+        (LOGIN, LOGIN, LOGIN, 403, 403, REDIRECT, REDIRECT),
+        setup=with_remembered_rule,
+    ),
     # --- public by design: the OpenAPI document, its viewer, liveness ---
     Row("api-schema", "GET", lambda w: "/api/schema/", (200,) * 7),
     Row("api-docs", "GET", lambda w: "/api/docs/", (200,) * 7),
@@ -204,6 +278,18 @@ HTTP_ROWS = [
         (LOGIN, LOGIN, LOGIN, REDIRECT, 403, REDIRECT, REDIRECT),
     ),
     Row("request", "GET", lambda w: f"/requests/{rid(w)}/", PAGE),
+    Row("history", "GET", lambda w: "/history/", (LOGIN, LOGIN, LOGIN, 200, 200, 200, 200)),
+    Row("reach-waiting", "GET", lambda w: "/reach/waiting", (LOGIN, LOGIN, LOGIN, 200, 200, 200, 200)),
+    Row("reach-shown", "POST", lambda w: f"/reach/shown/{rid(w)}", (LOGIN, LOGIN, LOGIN, 200, 403, 200, 200)),
+    # Slack signs its interactions; no session or key opens this door, and without a signing secret it is absent.
+    Row("api-slack-interactions", "POST", lambda w: "/api/v1/slack/interactions", (404,) * 7),
+    Row("queue-row", "GET", lambda w: f"/queues/payments/rows/{rid(w)}", PAGE),
+    Row(
+        "request-leave",
+        "POST",
+        lambda w: f"/requests/{rid(w)}/leave",
+        (LOGIN, LOGIN, LOGIN, 409, 403, 409, 409),
+    ),
     Row(
         "flow-page",
         "GET",
@@ -218,6 +304,41 @@ HTTP_ROWS = [
         lambda w: "/metrics",
         (401, 401, 401, 403, 403, 403, 200),
         note="agent keys are not METRICS_TOKEN: 401",
+    ),
+    # OAuth for MCP hosts: discovery is public; the authorization page wants a signed-in user (400 without a
+    # client); token, revocation and registration judge the client's request, not a session.
+    Row(
+        "oauth2_provider:oauth-server-metadata",
+        "GET",
+        lambda w: "/.well-known/oauth-authorization-server",
+        (200,) * 7,
+    ),
+    Row(
+        "oauth2_provider:oauth-resource-metadata",
+        "GET",
+        lambda w: "/.well-known/oauth-protected-resource",
+        (200,) * 7,
+    ),
+    Row(
+        "oauth2_provider:oauth-resource-metadata-mcp",
+        "GET",
+        lambda w: "/.well-known/oauth-protected-resource/mcp",
+        (200,) * 7,
+    ),
+    Row(
+        "oauth2_provider:authorize",
+        "GET",
+        lambda w: "/oauth/authorize/",
+        (LOGIN, LOGIN, LOGIN, 400, 400, 400, 400),
+    ),
+    Row("oauth2_provider:token", "POST", lambda w: "/oauth/token/", (400,) * 7),
+    Row("oauth2_provider:revoke-token", "POST", lambda w: "/oauth/revoke/", (400,) * 7),
+    Row("oauth2_provider:dcr-register", "POST", lambda w: "/oauth/register/", (400,) * 7),
+    Row(
+        "oauth2_provider:dcr-register-management",
+        "GET",
+        lambda w: "/oauth/register/unknown-client/",
+        (401,) * 7,
     ),
 ]
 

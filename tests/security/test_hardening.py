@@ -1,6 +1,7 @@
 """Deployment hardening: `check --deploy` is clean with production settings, pages and API responses carry the
 security headers, cookies are secure, and API keys are peppered HMACs compared in constant time."""
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -19,6 +20,7 @@ from django.test.utils import override_settings
 from elicitation.api.authentication import agent_for_key
 from elicitation.models import Agent, Queue
 from elicitation.queue import accounts, keys
+from reviewhub.asgi import application
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ENV = {
@@ -27,6 +29,7 @@ PRODUCTION_ENV = {
     "DEBUG": "false",
     "SECRET_KEY": "prod-3c1f0b7e9a4d2c8f6e5b1a0d9c7e3f2b8a6d4c1e0f9b7a5d3c2e1f0a9b8c7d6e5",
     "API_KEY_PEPPER": "pepper-8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c",
+    "FLOW_ENCRYPTION_KEYS": "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
     "ALLOWED_HOSTS": "reviewhub.example.com",
     "CSRF_TRUSTED_ORIGINS": "https://reviewhub.example.com",
     "PUBLIC_URL": "https://reviewhub.example.com",
@@ -95,7 +98,8 @@ client = Client(HTTP_HOST="reviewhub.example.com")
 out = {}
 plain = client.get("/accounts/login/")
 out["redirect"] = [plain.status_code, plain.get("Location")]
-for name, path in (("page", "/accounts/login/"), ("api", "/api/v1/requests")):
+paths = (("page", "/accounts/login/"), ("api", "/api/v1/requests"), ("static", "/static/reviewhub/reviewhub.css"))
+for name, path in paths:
     response = client.get(path, HTTP_X_FORWARDED_PROTO="https")
     out[name] = {"status": response.status_code, "headers": dict(response.headers),
                  "cookies": {key: dict(morsel.items()) for key, morsel in response.cookies.items()}}
@@ -116,14 +120,14 @@ def test_production_redirects_plain_http_to_https(production_responses: dict[str
     assert location == "https://reviewhub.example.com/accounts/login/"
 
 
-@pytest.mark.parametrize("which", ["page", "api"])
-def test_pages_and_api_responses_carry_the_security_headers(
+@pytest.mark.parametrize("which", ["page", "api", "static"])
+def test_pages_api_and_static_responses_carry_the_security_headers(
     production_responses: dict[str, Any], which: str
 ) -> None:
     response = production_responses[which]
     headers = {key.lower(): value for key, value in response["headers"].items()}
 
-    assert response["status"] == (200 if which == "page" else 401)
+    assert response["status"] == (401 if which == "api" else 200)
     assert headers["strict-transport-security"] == "max-age=31536000; includeSubDomains; preload"
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["x-frame-options"] == "DENY"
@@ -134,6 +138,8 @@ def test_pages_and_api_responses_carry_the_security_headers(
     assert "script-src 'self'" in csp  # no 'unsafe-inline': agent text on reviewer pages can never run
     assert not any("unsafe-inline" in part or "unsafe-eval" in part for part in csp)
     assert "object-src 'none'" in csp
+    assert headers["cross-origin-opener-policy"] == "same-origin"
+    assert headers["permissions-policy"] == "camera=(), microphone=(), geolocation=()"
 
 
 def test_production_cookies_are_secure_and_the_session_is_http_only(
@@ -195,6 +201,54 @@ def test_embedded_pages_and_api_carry_the_same_headers_without_hsts(agent_client
         assert response["X-Content-Type-Options"] == "nosniff"
         assert response["X-Frame-Options"] == "DENY"
         assert "Strict-Transport-Security" not in response  # plain HTTP on loopback: HSTS would be wrong
+
+
+async def test_static_files_from_the_asgi_application_carry_the_pages_headers() -> None:
+    # Served by WhiteNoise inside Django's middleware chain, through the same ASGI app a server runs. (Channels'
+    # HttpCommunicator refuses the body-less last message Django ends a file with, so the app is called as is.)
+    page_policy = Client().get("/accounts/login/")["Content-Security-Policy"]
+    sent: list[dict[str, Any]] = []
+
+    requests = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if requests:
+            return requests.pop()
+        await (
+            asyncio.Event().wait()
+        )  # the client stays connected; Django stops listening once it has answered
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    path = "/static/reviewhub/reviewhub.js"
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    await application(scope, receive, send)
+    start, body = sent[0], b"".join(message.get("body", b"") for message in sent[1:])
+    headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
+
+    assert start["status"] == 200
+    assert body == (ROOT / "static/reviewhub/reviewhub.js").read_bytes()
+    assert headers["content-type"].startswith("text/javascript")
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["content-security-policy"] == page_policy
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["cross-origin-opener-policy"] == "same-origin"
+    assert headers["permissions-policy"] == "camera=(), microphone=(), geolocation=()"
 
 
 # --- API keys ---------------------------------------------------------------------------------------------------

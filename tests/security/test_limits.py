@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from elicitation.api import throttling
 from elicitation.models import Agent, Queue
 from elicitation.queue import accounts
+from reviewhub.rates import Rate, parse_rate
 from tests.conftest import FORM_SCHEMA, Clock
 
 
@@ -44,25 +45,25 @@ def create_body(queue: Queue, **overrides: Any) -> dict[str, Any]:
     ],
 )
 def test_rates_parse_from_the_usual_spellings(text: str, limit: int, window: int) -> None:
-    assert throttling.parse_rate(text) == throttling.Rate(limit, window)
+    assert parse_rate(text) == Rate(limit, window)
 
 
 @pytest.mark.parametrize("text", ["", "off", "None"])
 def test_an_empty_or_off_rate_means_no_limit(text: str) -> None:
-    assert throttling.parse_rate(text) is None
+    assert parse_rate(text) is None
 
 
 @pytest.mark.parametrize("text", ["600", "0/min", "ten/min", "5/fortnight", "5/0min"])
 def test_a_malformed_rate_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="rate"):
-        throttling.parse_rate(text)
+        parse_rate(text)
 
 
 @pytest.mark.django_db
 def test_an_agent_over_its_rate_gets_429_with_retry_after(
     settings: Any, clock: Clock, queue: Queue, agent_with_key: tuple[Agent, str]
 ) -> None:
-    settings.AGENT_RATE = "3/min"
+    settings.AGENT_RATE = parse_rate("3/min")
     client = agent_client(agent_with_key[1])
 
     statuses = [client.get("/api/v1/requests").status_code for _ in range(3)]
@@ -78,7 +79,7 @@ def test_an_agent_over_its_rate_gets_429_with_retry_after(
 def test_every_agent_endpoint_counts_towards_the_same_rate(
     settings: Any, clock: Clock, queue: Queue, agent_with_key: tuple[Agent, str]
 ) -> None:
-    settings.AGENT_RATE = "2/min"
+    settings.AGENT_RATE = parse_rate("2/min")
     client = agent_client(agent_with_key[1])
 
     created = client.post("/api/v1/requests", create_body(queue), format="json")
@@ -96,7 +97,7 @@ def test_one_agents_rate_does_not_limit_another(
     make_agent: Callable[..., tuple[Agent, str]],
     agent_with_key: tuple[Agent, str],
 ) -> None:
-    settings.AGENT_RATE = "1/min"
+    settings.AGENT_RATE = parse_rate("1/min")
     _, other_key = make_agent("agent-b", queue)
     first = agent_client(agent_with_key[1])
 
@@ -109,7 +110,7 @@ def test_one_agents_rate_does_not_limit_another(
 def test_an_agent_may_call_again_once_the_window_has_passed(
     settings: Any, clock: Clock, queue: Queue, agent_with_key: tuple[Agent, str]
 ) -> None:
-    settings.AGENT_RATE = "1/min"
+    settings.AGENT_RATE = parse_rate("1/min")
     client = agent_client(agent_with_key[1])
     client.get("/api/v1/requests")
     refused = client.get("/api/v1/requests")
@@ -121,7 +122,7 @@ def test_an_agent_may_call_again_once_the_window_has_passed(
 
 @pytest.mark.django_db
 def test_a_bad_key_is_401_not_429_even_past_the_rate(settings: Any, clock: Clock, queue: Queue) -> None:
-    settings.AGENT_RATE = "1/min"
+    settings.AGENT_RATE = parse_rate("1/min")
     client = agent_client("rh_00000000_" + "x" * 43)
 
     assert [client.get("/api/v1/requests").status_code for _ in range(3)] == [401, 401, 401]
@@ -131,7 +132,7 @@ def test_a_bad_key_is_401_not_429_even_past_the_rate(settings: Any, clock: Clock
 def test_a_reviewer_over_its_rate_gets_429_whether_by_token_or_session(
     settings: Any, clock: Clock, reviewer: User, queue: Queue
 ) -> None:
-    settings.REVIEWER_RATE = "2/min"
+    settings.REVIEWER_RATE = parse_rate("2/min")
     by_token = token_client(reviewer)
     by_session = APIClient()
     by_session.force_login(reviewer)
@@ -149,7 +150,7 @@ def test_a_reviewer_over_its_rate_gets_429_whether_by_token_or_session(
 def test_one_reviewers_rate_does_not_limit_another(
     settings: Any, clock: Clock, make_reviewer: Callable[..., User], reviewer: User, queue: Queue
 ) -> None:
-    settings.REVIEWER_RATE = "1/min"
+    settings.REVIEWER_RATE = parse_rate("1/min")
     bob = make_reviewer("bob", queue)
     alice_client = token_client(reviewer)
 
@@ -162,7 +163,7 @@ def test_one_reviewers_rate_does_not_limit_another(
 def test_the_rate_limit_lets_requests_through_when_the_cache_is_down(
     settings: Any, queue: Queue, agent_with_key: tuple[Agent, str]
 ) -> None:
-    settings.AGENT_RATE = "1/min"
+    settings.AGENT_RATE = parse_rate("1/min")
     # A Redis cache nobody listens for: every counter call fails to connect, on either test leg.
     settings.CACHES = {
         "default": {
@@ -179,7 +180,7 @@ def test_the_rate_limit_lets_requests_through_when_the_cache_is_down(
 def test_a_long_poll_can_tell_an_agent_is_over_its_rate_without_counting(
     settings: Any, clock: Clock, queue: Queue, agent_with_key: tuple[Agent, str]
 ) -> None:
-    settings.AGENT_RATE = "2/min"
+    settings.AGENT_RATE = parse_rate("2/min")
     agent, key = agent_with_key
     client = agent_client(key)
 
@@ -199,6 +200,16 @@ def test_a_malformed_rate_in_the_environment_stops_startup() -> None:
 
     assert result.returncode != 0
     assert "AGENT_RATE='lots' is not a rate" in result.stderr
+
+
+def test_settings_hold_each_rate_parsed_once() -> None:
+    from tests.test_settings import settings_in_subprocess
+
+    result = settings_in_subprocess(
+        {"AGENT_RATE": "1000/5min", "REVIEWER_RATE": "off"}, "s.AGENT_RATE, s.REVIEWER_RATE"
+    )
+
+    assert result.stdout.strip() == "(Rate(limit=1000, window_seconds=300), None)", result.stderr
 
 
 # --- sizes ------------------------------------------------------------------------------------------------------

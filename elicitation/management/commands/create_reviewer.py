@@ -2,6 +2,8 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from elicitation.queue import accounts
@@ -28,16 +30,18 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         user_model = get_user_model()
+        password = self.read_password(options["password_file"]) if options["password_file"] else None
+        existing = user_model.objects.filter(username=options["username"]).first()
+        candidate = existing or user_model(username=options["username"], email=options["email"])
+        if password is not None:
+            try:  # AUTH_PASSWORD_VALIDATORS, as the admin and the password-change page apply them
+                validate_password(password, candidate)
+            except ValidationError as exc:
+                raise CommandError("The password is too weak: " + " ".join(exc.messages)) from None
         user, created = user_model.objects.get_or_create(username=options["username"])
         if options["email"]:
             user.email = options["email"]
-        if options["password_file"]:
-            try:
-                password = Path(options["password_file"]).read_text().strip()
-            except OSError as exc:
-                raise CommandError(f"Cannot read the password file: {exc.strerror}") from None
-            if not password:
-                raise CommandError("The password file is empty.")
+        if password is not None:
             user.set_password(password)
         elif created:
             user.set_unusable_password()
@@ -54,3 +58,12 @@ class Command(BaseCommand):
         if options["token"]:
             self.stdout.write("The token below is shown once; store it now.")
             self.stdout.write(accounts.create_reviewer_token(user, "create_reviewer"))
+
+    def read_password(self, path: str) -> str:
+        try:
+            password = Path(path).read_text().strip()
+        except OSError as exc:
+            raise CommandError(f"Cannot read the password file: {exc.strerror}") from None
+        if not password:
+            raise CommandError("The password file is empty.")
+        return password

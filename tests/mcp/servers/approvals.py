@@ -5,6 +5,7 @@
   into an `InputRequiredResult` round trip, on 2025-11-25 into a mid-call `elicitation/create`.
 - `deploy_now` asks with `ctx.elicit(...)` (the 2025-11-25 server-initiated request).
 - `link_account` asks with `ctx.elicit_url(...)` (URL mode, with an `elicitationId`).
+- `connect_bank` does the same; `bank_connected` sends `notifications/elicitation/complete` for it.
 - `release` asks two questions at once (one round, two keyed input requests).
 - `endless` is a misbehaving server: every call and every retry asks again, forever.
 - `warm_up` answers its first call with state only (no question), then completes on the retry.
@@ -117,6 +118,22 @@ async def link_account(provider: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def connect_bank(bank: str, ctx: Context) -> str:
+    """URL mode: the person connects the bank on the bank's own page."""
+    answer = await ctx.elicit_url(
+        f"Connect {bank}", f"https://banking.example.com/connect/{bank}", f"bank-{bank}"
+    )
+    return f"connect {bank}: {answer.action}"
+
+
+@server.tool()
+async def bank_connected(bank: str, ctx: Context) -> str:
+    """What the bank's webhook does: the server tells the client that the URL flow finished."""
+    await ctx.session.send_elicit_complete(f"bank-{bank}")
+    return "told"
+
+
+@server.tool()
 async def endless(ctx: Context) -> InputRequiredResult:
     """Never satisfied: answers every round with another question."""
     round_no = len(ctx.request_state or "") + 1
@@ -138,4 +155,9 @@ async def warm_up(ctx: Context) -> InputRequiredResult | str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    import sys
+
+    if sys.argv[1:2] == ["http"]:  # `approvals.py http PORT`: streamable HTTP on loopback
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -1,0 +1,177 @@
+"""Decision policies in the admin: a queue's policy with its whole rule file as YAML (export by reading it, import
+by saving it), single rules validated exactly as the API validates them, and approvals (read-only)."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from elicitation.models import AnswerRule, Approval, QueuePolicy
+from elicitation.queue import rules
+from elicitation.queue.errors import InvalidInput
+
+
+class QueuePolicyForm(forms.ModelForm):
+    rule_file = forms.CharField(
+        label="Rule file (YAML)",
+        widget=forms.Textarea(
+            attrs={"rows": 24, "cols": 100, "spellcheck": "false", "class": "vLargeTextField"}
+        ),
+        help_text="The queue's mode, quorum and ordered rules. Saving imports it: the rules become exactly these "
+        "(remembered decisions stay). Keep a copy in version control.",
+    )
+
+    class Meta:
+        model = QueuePolicy
+        fields = ["queue"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["queue"].disabled = True
+            self.fields["rule_file"].initial = rules.dump_yaml(rules.policy_data(self.instance.queue))
+        else:
+            self.fields["rule_file"].initial = rules.dump_yaml({"mode": "human", "rules": []})
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        queue = cleaned.get("queue") or (self.instance.queue if self.instance.pk else None)
+        if queue is not None and "rule_file" in cleaned:
+            try:
+                cleaned["rule_data"] = rules.load_yaml(cleaned["rule_file"])
+                rules.parse_policy(cleaned["rule_data"], queue=queue)
+            except InvalidInput as exc:
+                self.add_error("rule_file", [f"{path}: {reason}" for path, reason in exc.fields.items()])
+        return cleaned
+
+
+@admin.register(QueuePolicy)
+class QueuePolicyAdmin(admin.ModelAdmin):
+    form = QueuePolicyForm
+    list_display = ("queue", "mode", "unmatched", "quorum_text", "rule_count")
+    list_filter = ("mode",)
+
+    @admin.display(description="Quorum")
+    def quorum_text(self, obj: QueuePolicy) -> str:
+        quorum = obj.quorum or {}
+        return f"{quorum.get('approvals', 1)} approvals" if quorum else "one reviewer"
+
+    @admin.display(description="Rules")
+    def rule_count(self, obj: QueuePolicy) -> int:
+        return AnswerRule.objects.filter(queue=obj.queue, revoked_at__isnull=True).count()
+
+    def save_model(self, request: HttpRequest, obj: QueuePolicy, form: Any, change: bool) -> None:
+        policy = rules.replace_policy(
+            form.cleaned_data.get("queue") or obj.queue, form.cleaned_data["rule_data"]
+        )
+        obj.pk = policy.pk
+        obj.refresh_from_db()
+
+
+class AnswerRuleForm(forms.ModelForm):
+    class Meta:
+        model = AnswerRule
+        fields = [
+            "queue",
+            "position",
+            "name",
+            "enabled",
+            "match",
+            "action",
+            "content",
+            "route_to",
+            "priority",
+            "deadline_seconds",
+            "quorum",
+            "expires_at",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        queue = cleaned.get("queue")
+        if queue is None:
+            return cleaned
+        data = {
+            key: value
+            for key, value in {
+                "name": cleaned.get("name"),
+                "enabled": cleaned.get("enabled", True),
+                "match": cleaned.get("match") or {},
+                "action": cleaned.get("action"),
+                "content": cleaned.get("content"),
+                "queue": cleaned["route_to"].slug if cleaned.get("route_to") else None,
+                "priority": cleaned.get("priority"),
+                "deadline": cleaned.get("deadline_seconds"),
+                "quorum": cleaned.get("quorum"),
+                "expires_at": cleaned["expires_at"].isoformat() if cleaned.get("expires_at") else None,
+            }.items()
+            if value is not None
+        }
+        spec, errors = rules.parse_rule(data, "rule", queue=queue)
+        if spec is None:
+            model_field = {"queue": "route_to", "deadline": "deadline_seconds"}
+            for path, reason in errors.items():
+                key = path.removeprefix("rule.").split(".")[0].split("[")[0]
+                field = model_field.get(key, key)
+                self.add_error(field if field in self.fields else None, f"{path}: {reason}")
+        else:
+            cleaned["quorum"] = spec.quorum
+        return cleaned
+
+
+@admin.register(AnswerRule)
+class AnswerRuleAdmin(admin.ModelAdmin):
+    form = AnswerRuleForm
+    list_display = (
+        "name",
+        "queue",
+        "position",
+        "action",
+        "enabled",
+        "remembered",
+        "expires_at",
+        "revoked_at",
+    )
+    list_filter = ("queue", "action", "enabled")
+    search_fields = ("name",)
+    ordering = ("queue", "position", "id")
+    readonly_fields = ("remembered_from", "created_by", "created_at", "revoked_at")
+    actions = ["revoke"]
+
+    @admin.display(boolean=True, description="Remembered")
+    def remembered(self, obj: AnswerRule) -> bool:
+        return obj.remembered_from_id is not None
+
+    def save_model(self, request: HttpRequest, obj: AnswerRule, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+        rules.rules_changed(obj.queue)
+
+    def delete_model(self, request: HttpRequest, obj: AnswerRule) -> None:
+        rules.delete_rule(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for rule in queryset:
+            rules.delete_rule(rule)
+
+    @admin.action(description="Revoke the selected rules")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        for rule in queryset.select_related("queue"):
+            rules.revoke_rule(rule)
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    list_display = ("request", "reviewer", "group", "at")
+    list_filter = ("group",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,43 @@
+"""Reach's listeners to the core's signals: tell people about arrivals (tier 0) and escalation steps (tier 1),
+and rewrite Slack messages once a request closes or moves. Each only queues a task after commit."""
+
+from typing import Any
+
+from django.db import transaction
+
+from elicitation.delivery import reach_tasks
+from elicitation.models import Channel, ElicitationRequest, Notice, ReachRule
+
+CLOSING_KINDS = frozenset({"completed", "expired", "withdrawn", "escalated"})
+
+
+def _has_rules(queue_id: int, tier: int) -> bool:
+    return ReachRule.objects.filter(queue_id=queue_id, tier=tier).exclude(channel=Channel.BROWSER).exists()
+
+
+def _notify_after_commit(request: ElicitationRequest, tier: int) -> None:
+    if not _has_rules(request.queue_id, tier):
+        return
+    request_id = str(request.pk)
+    transaction.on_commit(lambda: reach_tasks.enqueue(reach_tasks.notify_tier, request_id, tier), robust=True)
+
+
+def on_request_created(sender: Any, request: ElicitationRequest, **kwargs: Any) -> None:
+    _notify_after_commit(request, 0)
+
+
+def on_request_changed(sender: Any, request: ElicitationRequest, kind: str, **kwargs: Any) -> None:
+    if kind not in CLOSING_KINDS:
+        return
+    if Notice.objects.filter(request_id=request.pk, channel=Channel.SLACK).exclude(slack_ts="").exists():
+        request_id = str(request.pk)
+        transaction.on_commit(
+            lambda: reach_tasks.enqueue(reach_tasks.update_slack_messages, request_id), robust=True
+        )
+    if kind == "escalated":
+        _notify_after_commit(request, 0)  # an arrival in the new queue
+
+
+def on_escalation_step(sender: Any, request: ElicitationRequest, step: int, **kwargs: Any) -> None:
+    if step == 1:
+        _notify_after_commit(request, 1)

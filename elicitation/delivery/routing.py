@@ -1,0 +1,116 @@
+"""Who is told about a request, on which channel, and who is left alone for now.
+
+A queue's `ReachRule`s say it: tier 0 on arrival, tier 1 when the request is still unclaimed at the queue's T1
+(the escalation chain's first step, `transitions.notify_next_tier`). A rule reaches every member, the supervisors,
+the people named on it (an on-call group), or one Slack channel; it may ask for a minimum priority. Reviewers are
+left alone during their own quiet hours, read in their own time zone, and e-mail follows each one's preference
+(each request, a digest, or none). A queue without any rule behaves as before this module existed: nobody is
+told by e-mail or Slack on arrival; the browser counts work regardless.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, time
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.contrib.auth import get_user_model
+
+from elicitation.models import Audience, Channel, ElicitationRequest, EmailMode, ReachRule, ReviewerReach
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """One addressee of one channel: a reviewer (user set) or a Slack channel (slack_channel set)."""
+
+    channel: str
+    key: str
+    user: Any = None
+    slack_channel: str = ""
+    # Why this recipient is held back ("quiet hours", "digest", "no e-mail address", …), or "" to send now.
+    held: str = ""
+
+
+def in_quiet_hours(prefs: ReviewerReach | None, now: datetime) -> bool:
+    """True when `now`, read in the reviewer's time zone, falls in their quiet hours (which may span midnight)."""
+    if prefs is None or prefs.quiet_start is None or prefs.quiet_end is None:
+        return False
+    try:
+        zone = ZoneInfo(prefs.time_zone or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("UTC")
+    local: time = now.astimezone(zone).time()
+    start, end = prefs.quiet_start, prefs.quiet_end
+    if start == end:
+        return False
+    if start < end:
+        return start <= local < end
+    return local >= start or local < end
+
+
+def matching_rules(request: ElicitationRequest, tier: int) -> list[ReachRule]:
+    rules = ReachRule.objects.filter(queue_id=request.queue_id, tier=tier).prefetch_related("people")
+    return [rule for rule in rules if rule.min_priority is None or request.priority >= rule.min_priority]
+
+
+def _audience(rule: ReachRule, request: ElicitationRequest) -> list[Any]:
+    users = get_user_model().objects.filter(is_active=True)
+    if rule.audience == Audience.MEMBERS:
+        users = users.filter(review_queues=request.queue_id)
+    elif rule.audience == Audience.SUPERVISORS:
+        users = users.filter(supervised_queues=request.queue_id)
+    elif rule.audience == Audience.PEOPLE:
+        users = users.filter(reach_rules=rule)
+    else:
+        return []
+    return list(users.select_related("reach").distinct().order_by("pk"))
+
+
+def _preferences(user: Any) -> ReviewerReach | None:
+    try:
+        prefs: ReviewerReach = user.reach
+    except ReviewerReach.DoesNotExist:
+        return None
+    return prefs
+
+
+def _held(channel: str, user: Any, now: datetime) -> str:
+    prefs = _preferences(user)
+    if channel == Channel.EMAIL:
+        if not user.email:
+            return "no e-mail address"
+        mode = prefs.email_mode if prefs else EmailMode.EACH
+        if mode == EmailMode.OFF:
+            return "e-mail off"
+    if channel == Channel.SLACK and not (prefs and prefs.slack_user_id):
+        return "no linked Slack account"
+    if in_quiet_hours(prefs, now):
+        return "quiet hours"
+    if channel == Channel.EMAIL and prefs and prefs.email_mode == EmailMode.DIGEST:
+        return "digest"
+    return ""
+
+
+def recipients(request: ElicitationRequest, tier: int, now: datetime) -> list[Recipient]:
+    """Every (channel, addressee) the request's rules of this tier name, once each, with whoever is held back
+    marked with why. Browser rules add nobody here: pages poll their own counts (reviewer/notifications.py)."""
+    found: dict[tuple[str, str], Recipient] = {}
+    for rule in matching_rules(request, tier):
+        if rule.channel == Channel.BROWSER:
+            continue
+        if rule.audience == Audience.SLACK_CHANNEL:
+            key = f"slack:{rule.slack_channel}"
+            found.setdefault(
+                (rule.channel, key), Recipient(rule.channel, key, slack_channel=rule.slack_channel)
+            )
+            continue
+        for user in _audience(rule, request):
+            key = f"user:{user.pk}"
+            prefs = _preferences(user)
+            slack_id = prefs.slack_user_id or "" if prefs else ""
+            found.setdefault(
+                (rule.channel, key),
+                Recipient(
+                    rule.channel, key, user=user, slack_channel=slack_id, held=_held(rule.channel, user, now)
+                ),
+            )
+    return list(found.values())

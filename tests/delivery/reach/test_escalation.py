@@ -1,0 +1,287 @@
+"""The escalation chain and routing: T1 tells the next tier, T2 moves the request, the deadline is the last step;
+each step an audit row taken once, at the right time on a controllable clock; quiet hours respected."""
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, time
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core import mail
+from django.db import connections
+
+from elicitation.delivery import routing
+from elicitation.models import (
+    Channel,
+    ElicitationRequest,
+    EscalationPolicy,
+    ExpiryOutcome,
+    Notice,
+    NoticeStatus,
+    Queue,
+    ReachRule,
+    RequestEvent,
+    ReviewerReach,
+    Status,
+)
+from elicitation.queue import transitions
+
+
+def kinds(request: ElicitationRequest) -> list[str]:
+    return list(RequestEvent.objects.filter(request=request).order_by("id").values_list("kind", flat=True))
+
+
+@pytest.fixture
+def on_call(make_reviewer: Callable[..., User], queue: Queue) -> User:
+    user = make_reviewer("oncall", queue)
+    user.email = "oncall@example.com"
+    user.save()
+    rule = ReachRule.objects.create(queue=queue, tier=1, channel=Channel.EMAIL, audience="people")
+    rule.people.add(user)
+    return user
+
+
+@pytest.fixture
+def policy(queue: Queue, other_queue: Queue) -> EscalationPolicy:
+    queue.escalation_queue = other_queue
+    queue.save()
+    return EscalationPolicy.objects.create(
+        queue=queue, unclaimed_after_seconds=60, unanswered_after_seconds=120
+    )
+
+
+def test_unclaimed_request_tells_the_next_tier_at_t1_once(
+    clock: Any, policy: EscalationPolicy, on_call: User, make_request: Callable[..., ElicitationRequest]
+) -> None:
+    request = make_request()
+    clock.advance(seconds=59)
+    assert transitions.run_escalation_chain() == 0
+    assert mail.outbox == []
+    clock.advance(seconds=2)
+    with_callbacks = transitions.run_escalation_chain()
+    assert with_callbacks == 1
+    assert kinds(request) == ["created", "tier_notified"]
+    step = RequestEvent.objects.get(request=request, kind="tier_notified")
+    assert step.detail == {"step": 1, "queue": "payments", "after_seconds": 60}
+    assert step.actor_type == "system"
+    assert transitions.run_escalation_chain() == 0
+    assert kinds(request).count("tier_notified") == 1
+
+
+def test_the_tier_is_told_after_commit(
+    clock: Any,
+    policy: EscalationPolicy,
+    on_call: User,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    request = make_request()
+    clock.advance(seconds=61)
+    with django_capture_on_commit_callbacks(execute=True):
+        transitions.run_escalation_chain()
+    notice = Notice.objects.get(request=request)
+    assert (notice.channel, notice.user, notice.tier, notice.status) == (
+        "email",
+        on_call,
+        1,
+        NoticeStatus.SENT,
+    )
+    assert [m.to for m in mail.outbox] == [["oncall@example.com"]]
+
+
+def test_a_claimed_request_is_not_escalated_at_t1(
+    clock: Any,
+    policy: EscalationPolicy,
+    reviewer: User,
+    on_call: User,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    request = make_request()
+    transitions.claim_request(request.pk, user=reviewer)
+    clock.advance(seconds=61)
+    assert transitions.run_escalation_chain() == 0
+    assert "tier_notified" not in kinds(request)
+
+
+def test_unanswered_request_moves_to_the_escalation_queue_at_t2_keeping_its_deadline(
+    clock: Any, policy: EscalationPolicy, reviewer: User, make_request: Callable[..., ElicitationRequest]
+) -> None:
+    request = make_request()
+    transitions.claim_request(request.pk, user=reviewer)
+    clock.advance(seconds=119)
+    assert transitions.run_escalation_chain() == 0
+    clock.advance(seconds=2)
+    assert transitions.run_escalation_chain() == 1
+    moved = ElicitationRequest.objects.get(pk=request.pk)
+    assert (moved.queue.slug, moved.status, moved.claimed_by) == ("other", Status.PENDING, None)
+    assert moved.deadline == request.deadline
+    step = RequestEvent.objects.filter(request=request).order_by("-id").first()
+    assert step is not None and step.kind == "escalated"
+    assert step.detail["step"] == 2 and step.detail["to_queue"] == "other"
+    assert transitions.run_escalation_chain() == 0
+
+
+def test_unanswered_request_is_assigned_to_a_supervisor_at_t2(
+    clock: Any,
+    policy: EscalationPolicy,
+    make_reviewer: Callable[..., User],
+    queue: Queue,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    policy.unanswered_goes_to = "supervisor"
+    policy.save()
+    boss = make_reviewer("boss", queue, supervisor=True)
+    request = make_request()
+    clock.advance(seconds=121)
+    assert transitions.run_escalation_chain() == 2  # T1 (nobody to tell, still a step) and T2
+    assigned = ElicitationRequest.objects.get(pk=request.pk)
+    assert (assigned.status, assigned.claimed_by, assigned.lease_expires_at) == (
+        Status.CLAIMED,
+        boss,
+        request.deadline,
+    )
+    assert kinds(request) == ["created", "tier_notified", "reassigned_to_supervisor"]
+    assert transitions.run_escalation_chain() == 0
+    # The supervisor answers like anyone holding a claim.
+    done = transitions.respond(request.pk, user=boss, action="accept", content={"approve": True})
+    assert done.status == Status.COMPLETED
+
+
+def test_the_deadline_is_the_last_step_and_the_escalate_outcome_still_applies(
+    clock: Any,
+    queue: Queue,
+    other_queue: Queue,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    third = Queue.objects.create(slug="third", name="Third")
+    queue.escalation_queue = other_queue
+    queue.save()
+    other_queue.expiry_outcome = ExpiryOutcome.ESCALATE
+    other_queue.escalation_queue = third
+    other_queue.save()
+    EscalationPolicy.objects.create(queue=queue, unclaimed_after_seconds=60, unanswered_after_seconds=120)
+    request = make_request(expires_in=300)
+    for seconds in (61, 60, 60, 60):
+        clock.advance(seconds=seconds)
+        transitions.run_escalation_chain()
+        transitions.expire_overdue_requests()
+    assert ElicitationRequest.objects.get(pk=request.pk).queue == other_queue
+    clock.advance(seconds=61)  # past the agent's deadline: the queue's expiry outcome, here escalate
+    assert transitions.run_escalation_chain() == 0
+    assert transitions.expire_overdue_requests() == 1
+    final = ElicitationRequest.objects.get(pk=request.pk)
+    assert final.queue == third
+    assert kinds(request) == ["created", "tier_notified", "escalated", "escalated"]
+
+
+def test_no_policy_no_steps(clock: Any, make_request: Callable[..., ElicitationRequest]) -> None:
+    request = make_request()
+    clock.advance(seconds=500)
+    assert transitions.run_escalation_chain() == 0
+    assert kinds(request) == ["created"]
+
+
+# --- routing and quiet hours ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("local", "quiet"),
+    [
+        (time(23, 30), True),
+        (time(3, 0), True),
+        (time(6, 59), True),
+        (time(7, 0), False),
+        (time(12, 0), False),
+    ],
+)
+def test_quiet_hours_span_midnight_in_the_reviewers_time_zone(
+    local: time, quiet: bool, reviewer: User
+) -> None:
+    prefs = ReviewerReach.objects.create(
+        user=reviewer, time_zone="America/New_York", quiet_start=time(22, 0), quiet_end=time(7, 0)
+    )
+    # New York is UTC-5 in January.
+    now = datetime(2026, 1, 15, (local.hour + 5) % 24, local.minute, tzinfo=UTC)
+    assert routing.in_quiet_hours(prefs, now) is quiet
+
+
+def test_quiet_hours_hold_back_arrival_email_while_others_are_told(
+    clock: Any,
+    queue: Queue,
+    make_reviewer: Callable[..., User],
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    asleep = make_reviewer("asleep", queue)
+    awake = make_reviewer("awake", queue)
+    for user in (asleep, awake):
+        user.email = f"{user.username}@example.com"
+        user.save()
+    ReviewerReach.objects.create(user=asleep, time_zone="Asia/Tokyo", quiet_start=time(22), quiet_end=time(7))
+    ReviewerReach.objects.create(
+        user=awake, time_zone="Europe/Paris", quiet_start=time(22), quiet_end=time(7)
+    )
+    ReachRule.objects.create(queue=queue, channel=Channel.EMAIL, audience="members")
+    clock.current = datetime(2026, 1, 15, 16, 0, tzinfo=UTC)  # 01:00 in Tokyo, 17:00 in Paris
+    with django_capture_on_commit_callbacks(execute=True):
+        request = make_request()
+    notices = {n.user.username: n for n in Notice.objects.filter(request=request).select_related("user")}
+    assert (notices["asleep"].status, notices["asleep"].reason) == (NoticeStatus.SKIPPED, "quiet hours")
+    assert notices["awake"].status == NoticeStatus.SENT
+    assert [m.to for m in mail.outbox] == [["awake@example.com"]]
+
+
+def test_rules_filter_by_priority(
+    queue: Queue,
+    reviewer: User,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    reviewer.email = "alice@example.com"
+    reviewer.save()
+    ReachRule.objects.create(queue=queue, channel=Channel.EMAIL, audience="members", min_priority=5)
+    with django_capture_on_commit_callbacks(execute=True):
+        low = make_request(priority=1)
+        high = make_request(priority=7)
+    assert not Notice.objects.filter(request=low).exists()
+    assert Notice.objects.get(request=high).status == NoticeStatus.SENT
+
+
+# --- two sweepers at once (PostgreSQL) ---------------------------------------------------------------------------
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_sweepers_take_each_step_once(
+    clock: Any, policy: EscalationPolicy, reviewer: User, make_request: Callable[..., ElicitationRequest]
+) -> None:
+    requests = [make_request() for _ in range(20)]
+    for request in requests[10:]:
+        transitions.claim_request(request.pk, user=reviewer)
+    clock.advance(seconds=121)  # T1 for the pending ten, T2 for all twenty
+    barrier = threading.Barrier(2)
+    taken: list[int] = []
+    errors: list[BaseException] = []
+
+    def sweep() -> None:
+        try:
+            barrier.wait(timeout=10)
+            taken.append(transitions.run_escalation_chain())
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sum(taken) == 30
+    for request in requests:
+        events = kinds(request)
+        assert events.count("escalated") == 1
+        assert events.count("tier_notified") == (1 if request in requests[:10] else 0)
+    assert ElicitationRequest.objects.filter(queue__slug="other").count() == 20
