@@ -170,7 +170,9 @@ def test_every_field_kind_is_filled_accepted_and_read_back_exactly_by_the_agent(
     expect(page.locator("#q-full_name .help")).to_contain_text("As written on the contract.")
     expect(page.locator("select[name='answer-region']")).to_be_visible()  # many options: a select
     expect(page.get_by_text("crm-mcp")).to_be_visible()
-    expect(page.locator("pre.json")).to_contain_text('"customer": "ACME"')
+    arguments = page.locator("table.args")
+    expect(arguments.locator("tr", has_text="customer")).to_contain_text("ACME")
+    expect(arguments.locator("tr", has_text="tier")).to_contain_text("2")
 
     page.get_by_label("Full name").fill("Ada  Lovelace ")
     page.get_by_label("Contact email").fill("ada@example.com")

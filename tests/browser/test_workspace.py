@@ -106,6 +106,7 @@ def test_opening_and_leaving_a_request_leaves_it_pending(open_page, team, agent_
     page = open_page(team["alice"], "/queues/payments/")
     page.locator(f"tr[data-id='{created['id']}'] .request-link").click()
     expect(page.locator("[data-notice='info']")).to_contain_text("Preview")
+    wait_live(page)  # the page's script is listening for keys
     assert status_of(created["id"]) == Status.PENDING  # a look claims nothing
     page.keyboard.press("c")  # one key claims
     expect(page.locator("#holder-text")).to_contain_text("You hold this request")
@@ -155,6 +156,7 @@ def test_the_keyboard_loop_answers_yes_no_requests_in_two_keys_each(open_page, t
     for expected in created:
         expect(page).to_have_url(re.compile(f"/requests/{expected['id']}/$"))
         expect(page.locator("#holder-text")).to_contain_text("You hold this request")
+        wait_live(page)
         page.keyboard.press("y")
         page.keyboard.press("a")
     expect(page).to_have_url(re.compile("/queues/payments/$"))
