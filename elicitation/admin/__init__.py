@@ -661,25 +661,38 @@ class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Expire now (apply the queue's expiry outcome)", permissions=["expire"])
     def expire_now(self, request: HttpRequest, queryset: QuerySet[ElicitationRequest]) -> None:
-        done, skipped = 0, 0
-        for request_id in queryset.values_list("pk", flat=True):
-            try:
-                transitions.expire_request(request_id, actor_user=request.user)
-                done += 1
-            except (InvalidTransition, NotFoundError):
-                skipped += 1
-        self._report(request, done, skipped, "expired or escalated")
+        self._each(
+            request,
+            queryset,
+            lambda pk: transitions.expire_request(pk, actor_user=request.user),
+            "expired or escalated",
+        )
 
     @admin.action(description="Release claim (back to the queue)", permissions=["release"])
     def release_claims(self, request: HttpRequest, queryset: QuerySet[ElicitationRequest]) -> None:
+        self._each(
+            request,
+            queryset,
+            lambda pk: transitions.release_claim_as_operator(pk, operator=request.user),
+            "released",
+        )
+
+    def _each(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[ElicitationRequest],
+        transition: Callable[[Any], Any],
+        verb: str,
+    ) -> None:
+        """One transition per selected request; those no longer in a state that allows it are counted, not fatal."""
         done, skipped = 0, 0
         for request_id in queryset.values_list("pk", flat=True):
             try:
-                transitions.release_claim_as_operator(request_id, operator=request.user)
+                transition(request_id)
                 done += 1
             except (InvalidTransition, NotFoundError):
                 skipped += 1
-        self._report(request, done, skipped, "released")
+        self._report(request, done, skipped, verb)
 
     def _report(self, request: HttpRequest, done: int, skipped: int, verb: str) -> None:
         if done:
