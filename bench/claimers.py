@@ -20,7 +20,7 @@ def race_worker(queue_id: int, user_ids: list[int], out_path: str, time_limit: f
 
     # Pushes leave after COMMIT and cannot change who won a claim; from threads without an event loop each
     # would start a loop of its own (async_to_sync), which would only slow the race down.
-    pushes.send_to_group = lambda group, message: None
+    pushes.send_to_groups = lambda batch: None
     from django.contrib.auth import get_user_model
     from django.db import connection
 

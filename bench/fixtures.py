@@ -153,6 +153,48 @@ def bulk_requests(
     return count
 
 
+def requests_per_agent(
+    queue: Queue, agent_ids: list[int], per_agent: int, *, claimed_by: int | None = None
+) -> dict[int, list[str]]:
+    """`per_agent` open requests for each agent (pending, or claimed by `claimed_by`), in one INSERT: thousands of
+    agents at once. {agent id: [ids]}."""
+    template = ElicitationRequest.objects.create(
+        queue=queue,
+        agent_id=agent_ids[0],
+        message=CREATE_BODY["message"],
+        mode="form",
+        requested_schema=SCHEMA,
+        questions=[],
+        context=CREATE_BODY["context"],
+        deadline=clock.now() + timedelta(days=1),
+    )
+    table = ElicitationRequest._meta.db_table
+    overrides = {"id": "gen_random_uuid()", "agent_id": "a.agent_id"}
+    column_params: list[Any] = []
+    if claimed_by is not None:
+        overrides.update(
+            status="'claimed'", claimed_by_id="%s", claimed_at="t.created_at", lease_expires_at="t.deadline"
+        )
+        column_params.append(claimed_by)
+    columns = [f.column for f in ElicitationRequest._meta.concrete_fields]
+    select = ", ".join(overrides.get(c, f"t.{connection.ops.quote_name(c)}") for c in columns)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(connection.ops.quote_name(c) for c in columns)}) "
+            f"SELECT {select} FROM {table} t, unnest(%s::bigint[]) AS a(agent_id), generate_series(1, %s) AS n "
+            "WHERE t.id = %s",
+            [*column_params, agent_ids, per_agent, template.pk],
+        )
+        cursor.execute(f"ANALYZE {table}")
+    found: dict[int, list[str]] = {agent_id: [] for agent_id in agent_ids}
+    rows = ElicitationRequest.objects.filter(
+        agent_id__in=agent_ids, status="pending" if claimed_by is None else "claimed"
+    )
+    for agent_id, pk in rows.values_list("agent_id", "id"):
+        found[agent_id].append(str(pk))
+    return found
+
+
 def _delete_rows(
     model: type[models.Model], where: str, params: list[Any], cursor: Any, depth: int = 0
 ) -> None:

@@ -134,8 +134,15 @@ def cpu_seconds(pid: int) -> float:
 class Server:
     """One ASGI server process under test (daphne or uvicorn) on a free loopback port, bench settings."""
 
-    def __init__(self, kind: str = "daphne", env: dict[str, str] | None = None, role: str = "") -> None:
+    def __init__(
+        self,
+        kind: str = "daphne",
+        env: dict[str, str] | None = None,
+        role: str = "",
+        start_timeout: float = 30.0,
+    ) -> None:
         self.kind = kind
+        self.start_timeout = start_timeout  # a loaded machine imports Django slowly
         self.port = free_port()
         self.env = bench_env(**(env or {}))
         self.process: subprocess.Popen[bytes] | None = None
@@ -246,7 +253,7 @@ class Server:
                 self.profiler.wait(timeout=20)  # py-spy writes its file when the process it samples exits
 
     def __enter__(self) -> "Server":
-        return self.start()
+        return self.start(self.start_timeout)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -26,8 +26,12 @@ def run(ctx: Context) -> Report:
     agents = fixtures.create_agents(PREFIX, CLIENTS, queue)
     rounds, seconds = (1, 2.0) if ctx.quick else (3, 5.0)
     try:
-        with Server("daphne") as server:
+        # A loaded machine (other benchmarks, test runs) can take daphne past the default 30 s to start.
+        server = Server("daphne").start(timeout=120)
+        try:
             api, base = asyncio.run(measure(ctx, server, queue.pk, agents, rounds, seconds))
+        finally:
+            server.stop()
     finally:
         fixtures.purge(PREFIX)
 

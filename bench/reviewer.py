@@ -7,8 +7,13 @@ next request ready for input (its Yes/No enabled and held by the reviewer; p50, 
 reached the agent as `{"action": "accept", "content": {"approve": true}}`.
 
 History: two queues of 1,000 and 100,000 requests (one INSERT ... SELECT each, every message made distinct), one
-reviewer per queue; `/history/?q=<word>` for a word in a single row, alternated between the two. On PostgreSQL the
-GIN full-text index of migration 0004 serves it. Target: p95 ≤ 100 ms at 100,000 and a ratio ≤ 1.5.
+reviewer per queue; `/history/?q=<word>` for a word in a single row, alternated between the two. On PostgreSQL a
+probe of the newest 100 rows finds no match, so the GIN full-text index of migration 0004 serves it (a common word
+is served by reading the newest rows instead: selectors.SEARCH_PROBE_ROWS). Target: p95 ≤ 100 ms at 100,000 and a
+ratio ≤ 1.5.
+
+The loop's answer is rendered inline: its POST answers, claims the next request and returns that request's page
+(request.js sends `inline=1`), so no redirect round trip; the "of which" rows split the time by navigation timing.
 """
 
 import time
@@ -28,6 +33,7 @@ APPROVALS = 50
 SMALL, LARGE = 1_000, 100_000
 KEYS_TARGET, READY_P95_TARGET_MS = 3, 300.0
 SEARCH_P95_TARGET_MS, RATIO_TARGET = 100.0, 1.5
+SERVER_START_SECONDS = 120.0
 UNBOUND_RATES = {"AGENT_RATE": "100000000/min", "REVIEWER_RATE": "100000000/min"}
 
 
@@ -35,10 +41,15 @@ def run(ctx: Context) -> Report:
     report = Report(NAME, TITLE)
     fixtures.purge(PREFIX)
     try:
-        with Server("daphne", env={**UNBOUND_RATES, "PERIODIC_SWEEPS_IN_PROCESS": "false"}) as server:
+        server = Server("daphne", env={**UNBOUND_RATES, "PERIODIC_SWEEPS_IN_PROCESS": "false"})
+        # A shared, loaded machine can take longer than the harness's default to import Django.
+        server.start(timeout=SERVER_START_SECONDS)
+        try:
             keyboard_loop(ctx, report, server, 10 if ctx.quick else APPROVALS)
             fixtures.purge(PREFIX)
             history_search(ctx, report, server, 20_000 if ctx.quick else LARGE, 20 if ctx.quick else 60)
+        finally:
+            server.stop()
     finally:
         fixtures.purge(PREFIX)
     return report
@@ -65,6 +76,7 @@ def keyboard_loop(ctx: Context, report: Report, server: Server, count: int) -> N
             response.raise_for_status()
             ids.append(response.json()["id"])
     ready_seconds: list[float] = []
+    phases: list[dict[str, float]] = []
     keys = 0
     ctx.progress.start(f"clearing {count} approvals by keyboard in Chromium")
     with sync_playwright() as playwright:
@@ -76,16 +88,17 @@ def keyboard_loop(ctx: Context, report: Report, server: Server, count: int) -> N
         page.wait_for_selector("body[data-live=on]")
         page.keyboard.press("n")
         keys += 1
-        wait_ready(page)
+        wait_ready(page, "")
         for _ in range(count):
+            answered = page.get_attribute("#request-page", "data-request-id") or ""
             page.keyboard.press("y")
             started = time.perf_counter()
             page.keyboard.press("a")
             keys += 2
-            page.wait_for_load_state("domcontentloaded")
-            if not wait_ready(page):
+            if not wait_ready(page, answered):
                 break
             ready_seconds.append(time.perf_counter() - started)
+            phases.append(page.evaluate(PHASES_JS))
         browser.close()
     correct = 0
     with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
@@ -104,6 +117,10 @@ def keyboard_loop(ctx: Context, report: Report, server: Server, count: int) -> N
             per_answer <= KEYS_TARGET,
         ),
         Figure("answer sent → next request ready p50", p50, "ms", "-", None),
+        *(
+            Figure(f"of which {label} p50", phase_p50(phases, key), "ms", "-", None)
+            for key, label in PHASE_LABELS
+        ),
         Figure(
             f"answer sent → next request ready p95 ({connection.vendor})",
             p95,
@@ -117,11 +134,38 @@ def keyboard_loop(ctx: Context, report: Report, server: Server, count: int) -> N
     )
 
 
-def wait_ready(page: Any) -> bool:
-    """The next request is ready for input: its page holds the claim and its Yes is enabled. False at the end."""
+# Where the time of one answer goes, from the landing page's navigation timing: the answer POST with its claim of
+# the next request (up to the redirect), the next page's response, and parsing until its scripts have run.
+PHASES_JS = """(() => {
+  const n = performance.getEntriesByType('navigation')[0];
+  // Redirected (PRG): the POST ends at redirectEnd. Rendered inline: the POST's answer is the page's first byte.
+  const posted = n.redirectEnd || n.responseStart;
+  return {post: posted - n.startTime, page: n.responseEnd - posted,
+          ready: n.domContentLoadedEventEnd - n.responseEnd};
+})()"""
+
+
+PHASE_LABELS = (
+    ("post", "answer POST + claim of the next (+ its page when inline)"),
+    ("page", "next page response after the POST"),
+    ("ready", "next page parse and scripts"),
+)
+
+
+def phase_p50(phases: list[dict[str, float]], key: str) -> float:
+    return percentile([phase[key] for phase in phases], 50) if phases else float("nan")
+
+
+def wait_ready(page: Any, answered: str) -> bool:
+    """The next request is ready for input: a page other than the one just answered holds the claim and its Yes
+    is enabled (the answered page itself matches until it unloads, so it is excluded). False at the end."""
     page.wait_for_function(
-        "document.querySelector('#request-page[data-mine=true] input[value=true]:not([disabled])')"
-        " || location.pathname.startsWith('/queues/')"
+        """answered => {
+          const next = document.querySelector('#request-page[data-mine=true]');
+          if (next && next.dataset.requestId !== answered) return next.querySelector('input[value=true]:not([disabled])');
+          return location.pathname.startsWith('/queues/');
+        }""",
+        arg=answered,
     )
     return "/requests/" in page.url
 

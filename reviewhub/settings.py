@@ -430,6 +430,13 @@ LONG_POLL_RECHECK_SECONDS = env_int("LONG_POLL_RECHECK_SECONDS", 2, minimum=1)
 # Every idle socket pays one database read per interval: 5 s made 5,000 idle sockets cost more than a core
 # (BENCHMARKS.md #4); pushes and revocations still arrive at once, this is only the net under a lost push.
 AGENT_SOCKET_RECHECK_SECONDS = env_int("AGENT_SOCKET_RECHECK_SECONDS", 30, minimum=1)
+# Frames a WebSocket (agent or page) may have waiting for a client that reads slowly; beyond either bound the socket
+# is closed with 4008 and the client resumes from its cursor (elicitation/delivery/socket_base.py).
+SOCKET_SEND_BUFFER_FRAMES = env_int("SOCKET_SEND_BUFFER_FRAMES", 1000, minimum=10)
+SOCKET_SEND_BUFFER_BYTES = env_int("SOCKET_SEND_BUFFER_BYTES", 1024 * 1024, minimum=64 * 1024)
+# Agent-socket handshakes reading the database at once, per process: a reconnect storm queues here instead of
+# taking every waiter thread from rechecks, long-polls and replays.
+AGENT_SOCKET_HANDSHAKE_CONCURRENCY = env_int("AGENT_SOCKET_HANDSHAKE_CONCURRENCY", 2, minimum=1)
 # Webhooks: attempts before a delivery is dead-lettered, per-attempt timeout, full-jitter exponential backoff.
 # Agents choose callback URLs: in production they may not point into the server's own network (loopback,
 # private, link-local addresses). Development and tests deliver to receivers on localhost.

@@ -41,6 +41,8 @@ T = TypeVar("T")
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 CLOSE_UNAUTHORIZED = 4401
+# The server closed a socket that could not keep up with its frames: reconnect and resume from the cursor.
+CLOSE_RESUME = 4008
 Payload = dict[str, Any]
 
 
@@ -48,6 +50,12 @@ def backoff_delay(attempt: int, base: float = 0.25, cap: float = 5.0) -> float:
     """Exponential backoff with jitter: attempt 0 waits about `base`, doubling up to `cap`."""
     ceiling = min(cap, base * 2**attempt)
     return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not cryptography
+
+
+def spread_delay(window: float) -> float:
+    """Full jitter over `window`: the first reconnect after a server drops its sockets. Every client that process
+    held saw the drop at the same instant; spread uniformly, they come back at a steady rate, not all at once."""
+    return random.uniform(0, window)  # noqa: S311 - jitter, not cryptography
 
 
 def error_for(response: httpx.Response) -> ReviewHubError:
@@ -259,6 +267,15 @@ class AsyncReviewHubClient:
                     watching: set[asyncio.Future[Any]] = {answer, socket.state_changed()}
                     await asyncio.wait(watching, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
                     continue
+                coming_back = socket.back_within() if socket is not None else 0.0
+                if socket is not None and coming_back > 0:
+                    # Dropped by the server and reconnecting at its spread moment: the resume brings whatever
+                    # is answered meanwhile. Long-polling now would bring the whole herd back at once anyway.
+                    pausing: set[asyncio.Future[Any]] = {answer, socket.state_changed()}
+                    await asyncio.wait(
+                        pausing, timeout=min(remaining, coming_back), return_when=asyncio.FIRST_COMPLETED
+                    )
+                    continue
                 # No socket right now: long-poll, while the socket (if any) tries to come back.
                 poll = asyncio.ensure_future(
                     self._poll_closed(request_id, min(remaining, self.long_poll_seconds))
@@ -336,6 +353,9 @@ def result_of(request_id: str, payload: Payload) -> ElicitResult:
 # statuses (a server without the route, say): long-polls carry the waits meanwhile.
 SOCKET_RETRY_CAP_SECONDS = 5.0
 SOCKET_RETRY_SLOW_CAP_SECONDS = 60.0
+# After the server drops an established socket (a restart, a crash, 1001/1006/1011/1012, or CLOSE_RESUME), the
+# first reconnect waits a uniform random time in [0, this): 5,000 agents of a dead process return over 5 s.
+RECONNECT_SPREAD_SECONDS = 5.0
 
 
 class AgentSocket:
@@ -359,6 +379,16 @@ class AgentSocket:
         self._wake: asyncio.Event | None = None
         self._closing = False
         self._sends: set[asyncio.Future[None]] = set()
+        self.spread_seconds = RECONNECT_SPREAD_SECONDS
+        # Loop time by which a reconnect after a server drop should have said hello; None otherwise.
+        self._back_by: float | None = None
+        self.last_close_code: int | None = None
+
+    def back_within(self) -> float:
+        """Seconds until the spread reconnect after a server drop is due to be connected (0: not reconnecting so)."""
+        if self._back_by is None:
+            return 0.0
+        return max(0.0, self._back_by - asyncio.get_running_loop().time())
 
     @property
     def url(self) -> str:
@@ -416,11 +446,13 @@ class AgentSocket:
         failures = 0
         slow_retry = False
         assert self._wake is not None
+        loop = asyncio.get_running_loop()
         while not self._closing:
             if not self.watchers:
                 self._wake.clear()
                 await self._wake.wait()  # idle and disconnected: reconnect only when someone waits
                 continue
+            dropped = False
             try:
                 async with connect(
                     self.url,
@@ -429,14 +461,19 @@ class AgentSocket:
                     proxy=None,
                 ) as ws:
                     self._ws = ws
+                    self._back_by = None
                     await self._session(ws)
                     failures = 0
+                    self.last_close_code = ws.close_code
+                    dropped = self.connected and ws.close_code != CLOSE_UNAUTHORIZED
             except InvalidStatus as exc:
                 # Any other refused upgrade (a 5xx, a proxy's 502/503, a 404 while a deployment rolls) is
                 # temporary for all the client knows: waits long-poll meanwhile and the socket is retried with
                 # backoff for the client's whole life, never given up.
                 status = exc.response.status_code
-                if status in (401, 403):
+                # A bad key is accepted and then closed with 4401. A 403 refusal is the ASGI server giving up on a
+                # handshake the app did not accept in time (daphne, in a reconnect storm): retried, not an error.
+                if status == 401:
                     self._fail_all(AuthenticationError("The agent key was refused.", status=status))
                 else:
                     logger.info(
@@ -445,18 +482,33 @@ class AgentSocket:
                     if status < 500 and status != 429:
                         slow_retry = True
             except ConnectionClosed as exc:
+                # Any other close (1001, 1006, 1011, 1012, CLOSE_RESUME "too slow") of a greeted socket is a drop:
+                # reconnect and resume from the cursor, never an error for the waits.
+                dropped = self.connected
+                self.last_close_code = exc.rcvd.code if exc.rcvd is not None else None
                 if exc.rcvd is not None and exc.rcvd.code == CLOSE_UNAUTHORIZED:
                     self._fail_all(AuthenticationError("The agent key was refused, revoked or rotated."))
+                    dropped = False
             except (OSError, TimeoutError, WebSocketException) as exc:
                 logger.info("agent socket unavailable (%r); retrying", exc)
             finally:
                 self._ws = None
                 self._set_connected(False)
-            failures += 1
-            # Jittered (backoff_delay): clients cut off together do not all come back in the same instant.
-            cap = SOCKET_RETRY_SLOW_CAP_SECONDS if slow_retry else SOCKET_RETRY_CAP_SECONDS
+            if self._closing:
+                break
+            if dropped:
+                # The server dropped a live socket, and with it every other socket it held: spread the first
+                # reconnect over the whole window (full jitter); later failures back off exponentially.
+                failures = 0
+                delay = spread_delay(self.spread_seconds)
+                self._back_by = loop.time() + delay + self.client.timeout
+            else:
+                failures += 1
+                self._back_by = None
+                cap = SOCKET_RETRY_SLOW_CAP_SECONDS if slow_retry else SOCKET_RETRY_CAP_SECONDS
+                delay = backoff_delay(min(failures, 8), base=0.2, cap=cap)
             slow_retry = False
-            await asyncio.sleep(backoff_delay(min(failures, 8), base=0.2, cap=cap))
+            await asyncio.sleep(delay)
 
     async def _session(self, ws: ClientConnection) -> None:
         hello = json.loads(await ws.recv())

@@ -146,6 +146,10 @@ def _fresh_rate_limits_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     import uuid
 
     monkeypatch.setattr("elicitation.api.throttling.KEY_NAMESPACE", f"rh-test-{uuid.uuid4().hex}")
+    # Nor a breaker another test's dead cache opened.
+    from elicitation.api import throttling
+
+    monkeypatch.setattr(throttling, "cache_breaker", throttling.CacheBreaker(throttling.BREAKER_OPEN_SECONDS))
 
 
 @pytest.hookimpl(trylast=True)

@@ -6,11 +6,15 @@ read-modify-written from several processes would lose hits under load). A fixed 
 twice the rate across a window boundary, which is acceptable for abuse protection.
 
 If the cache itself fails (Redis restarting) requests are let through: a rate limit must never turn a Redis
-outage into an API outage.
+outage into an API outage. A hung Redis (alive, not answering) would still cost every request a full operation
+timeout before it is let through, so after one failure the limits are not counted at all for a short window
+(`cache_breaker`): during a hang each process pays that timeout once per window, not once per request.
 """
 
 import logging
 import math
+import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +33,43 @@ logger = logging.getLogger(__name__)
 # Every counter key starts with this; the test suite gives each test its own so counts never leak between tests
 # sharing one Redis.
 KEY_NAMESPACE = "rh"
+
+# Long enough that a hang costs one request per process a timeout, not every request; short enough that limits
+# are counted again within seconds of Redis answering.
+BREAKER_OPEN_SECONDS = 5.0
+
+
+class CacheBreaker:
+    """Closed: calls go to the cache. After a failure: open for `open_seconds`, calls are refused at once (the
+    caller lets the request through). Then one call at a time probes; its success closes the breaker."""
+
+    def __init__(self, open_seconds: float) -> None:
+        self.open_seconds = open_seconds
+        self.lock = threading.Lock()
+        self.open_until: float | None = None
+        self.probing = False
+
+    def allow(self) -> bool:
+        with self.lock:
+            if self.open_until is None:
+                return True
+            if self.probing or time.monotonic() < self.open_until:
+                return False
+            self.probing = True
+            return True
+
+    def succeeded(self) -> None:
+        if self.open_until is None:  # the common case, without the lock: every API call passes here
+            return
+        with self.lock:
+            self.open_until, self.probing = None, False
+
+    def failed(self) -> None:
+        with self.lock:
+            self.open_until, self.probing = time.monotonic() + self.open_seconds, False
+
+
+cache_breaker = CacheBreaker(BREAKER_OPEN_SECONDS)
 
 
 def count_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
@@ -87,13 +128,19 @@ class WindowRateThrottle(BaseThrottle):
     def allow_request(self, request: Request, view: Any) -> bool:
         rate: Rate | None = getattr(settings, self.rate_setting, None)
         ident = self.identity(request)
-        if rate is None or ident is None:
+        if rate is None or ident is None or not cache_breaker.allow():
             return True
         try:
             count, seconds_left = count_hit(self.scope, ident, rate)
-        except Exception as exc:  # the cache is down: fail open, loudly
-            logger.warning("rate limit cache unavailable (%s); request allowed", type(exc).__name__)
+        except Exception as exc:  # the cache is down or hung: fail open, loudly, and stop asking for a while
+            cache_breaker.failed()
+            logger.warning(
+                "rate limit cache unavailable (%s); requests allowed uncounted for %ss",
+                type(exc).__name__,
+                cache_breaker.open_seconds,
+            )
             return True
+        cache_breaker.succeeded()
         if count <= rate.limit:
             return True
         self.retry_after = seconds_left
@@ -130,10 +177,12 @@ def agent_retry_after(agent_id: int) -> int | None:
     """Seconds until an agent that is over its rate may call again, or None: lets a long-poll refuse up front
     instead of holding the connection only to answer 429 at the end."""
     rate: Rate | None = getattr(settings, "AGENT_RATE", None)
-    if rate is None:
+    if rate is None or not cache_breaker.allow():
         return None
     try:
         count, seconds_left = current_count(AgentRateThrottle.scope, str(agent_id), rate)
     except Exception:
+        cache_breaker.failed()
         return None
+    cache_breaker.succeeded()
     return seconds_left if count >= rate.limit else None

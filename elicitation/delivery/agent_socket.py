@@ -3,18 +3,21 @@ reads go through the core's selectors, and it never writes."""
 
 import asyncio
 import logging
-from typing import Any
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 
-from elicitation.delivery import pushes, tickets
-from elicitation.delivery.socket_base import HardenedJsonConsumer
+from elicitation.delivery import pushes, tickets, waiters
+from elicitation.delivery.socket_base import HardenedJsonConsumer, jittered
 from elicitation.delivery.waiter_threads import database_call
 from elicitation.models import OPEN_STATUSES, Agent
 from elicitation.queue import selectors
 from elicitation.queue.keys import agent_for_key, scope_bearer_token
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_SUBSCRIBE_IDS = 500
 REPLAY_BATCH = 1000
@@ -59,6 +62,26 @@ def events_after(agent_id: int, cursor: int) -> list[dict[str, Any]]:
     return [event.payload for event in selectors.agent_events_after(agent_id, cursor, limit=REPLAY_BATCH)]
 
 
+_handshake_slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def handshake_slots() -> asyncio.Semaphore:
+    """AGENT_SOCKET_HANDSHAKE_CONCURRENCY per process (event loop): after a process dies, its thousands of agents
+    reconnect here at once, and their handshakes queue for these instead of for every waiter thread."""
+    loop = asyncio.get_running_loop()
+    slots = _handshake_slots.get(loop)
+    if slots is None:
+        slots = _handshake_slots[loop] = asyncio.Semaphore(settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY)
+    return slots
+
+
+async def handshake_read(read: Callable[..., T], *args: Any) -> T:
+    async with handshake_slots():
+        return await database_call(read)(*args)
+
+
 class AgentWaitConsumer(HardenedJsonConsumer):
     """One socket, many waits (`/ws/agent/`).
 
@@ -74,13 +97,22 @@ class AgentWaitConsumer(HardenedJsonConsumer):
     - With the channel layer (Redis) down or hung the socket is still accepted and served from the database,
       rechecking every LONG_POLL_RECHECK_SECONDS; when the layer answers again every socket rechecks at once.
     - Frames that are binary, not JSON, too deep or hold invalid text get an error frame (socket_base.py).
+    - A replay reads the outbox REPLAY_BATCH events at a time without holding the socket's lock, yields to other
+      sockets between pages, and waits for room in the send buffer; pushes arriving meanwhile are read from the
+      outbox after it, in cursor order.
+    - A client that does not read: once more than SOCKET_SEND_BUFFER_FRAMES frames (or _BYTES bytes) wait for it,
+      the socket is closed with 4008 (CLOSE_TOO_SLOW, "too slow: resume from your cursor"; a peer that cannot take
+      even the close frame sees 1006). The client reconnects, `resume`s from the last cursor it received (and
+      re-`subscribe`s what it waits on) and misses nothing: the frames it never got are in the outbox.
+    - Handshakes read the database through AGENT_SOCKET_HANDSHAKE_CONCURRENCY slots per process, so a reconnect
+      storm queues there instead of starving the process's other waiters.
     """
 
     agent_id: int | None = None
     recheck_task: "asyncio.Task[None] | None" = None
 
     async def connect(self) -> None:
-        agent = await database_call(agent_from_scope)(self.scope)
+        agent = await handshake_read(agent_from_scope, self.scope)
         if agent is None:
             # Accept, then close: a refused handshake would only tell the client "403", not why.
             await self.accept()
@@ -92,11 +124,15 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         self.last_cursor = 0
         self.sent_ahead: set[int] = set()  # cursors sent out of order (subscribe), not to be sent again
         self.stream_floor = 0  # the first resume's `after`: the stream has sent (stream_floor, last_cursor]
+        self.catch_up_task: asyncio.Task[None] | None = None
+        self.replay_wanted = False  # the outbox may hold more than the running catch-up has read
+        self.resumes_owed = 0  # `resumed` frames to send once the catch-up is done
         self.lock = asyncio.Lock()
         await self.join_group(pushes.agent_group(agent.pk))  # with the layer away: served from the database
         self.agent_id = agent.pk
         # A revocation committed between the key check and joining the group was pushed to no one: look again.
-        head = await database_call(selectors.agent_event_head)(agent.pk, agent.key_prefix)
+        # (A second read, not one with the key lookup: the group must be joined between the two.)
+        head = await handshake_read(selectors.agent_event_head, agent.pk, agent.key_prefix)
         await self.accept()
         if head is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
@@ -159,13 +195,13 @@ class AgentWaitConsumer(HardenedJsonConsumer):
             self.last_cursor = max(self.last_cursor, after)
             self.resumed = True
             self.sent_ahead = {cursor for cursor in self.sent_ahead if cursor > self.last_cursor}
+            self.resumes_owed += 1  # answered by the catch-up, once it has read the outbox to its end
             await self.replay()
-            await self.send_json({"type": "resumed", "cursor": self.last_cursor})
 
     # --- sending; callers hold self.lock ---
 
-    async def send_in_order(self, payload: dict[str, Any]) -> None:
-        """The resumed stream: each cursor once, ascending."""
+    async def send_in_order(self, payload: dict[str, Any], text: str | None = None) -> None:
+        """The resumed stream: each cursor once, ascending. `text`: the payload already encoded."""
         cursor = payload["cursor"]
         if cursor <= self.last_cursor:
             return
@@ -174,7 +210,7 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         if cursor in self.sent_ahead:
             self.sent_ahead.discard(cursor)
             return
-        await self.send_json(payload)
+        await self.send(text_data=text if text is not None else await self.encode_json(payload))
 
     async def send_out_of_order(self, payload: dict[str, Any]) -> bool:
         """Send an event found outside the stream, unless this socket sent it already. True if sent."""
@@ -193,13 +229,41 @@ class AgentWaitConsumer(HardenedJsonConsumer):
             self.watching.discard(payload.get("id", ""))
 
     async def replay(self) -> None:
+        """Bring the stream up to the outbox's end. Returns at once (callers may hold the lock): the catch-up runs
+        on a task of its own, and a replay asked for while one runs makes it read once more before it stops."""
+        if self.catch_up_task is not None and not self.catch_up_task.done():
+            self.replay_wanted = True
+            return
+        self.catch_up_task = self.spawn(self.catch_up())
+
+    @property
+    def catching_up(self) -> bool:
+        return self.catch_up_task is not None and not self.catch_up_task.done()
+
+    async def catch_up(self) -> None:
         assert self.agent_id is not None
-        while True:
-            batch = await database_call(events_after)(self.agent_id, self.last_cursor)
+        delay = 0.5
+        while not self.given_up:
+            self.replay_wanted = False  # a push from here on makes the loop read again
+            try:
+                batch = await database_call(events_after)(self.agent_id, self.last_cursor)
+            except Exception:
+                logger.warning("agent socket replay failed; trying again", exc_info=True)
+                await asyncio.sleep(jittered(delay))
+                delay = min(delay * 2, 10.0)
+                continue
             for payload in batch:
-                await self.send_in_order(payload)
-            if len(batch) < REPLAY_BATCH:
-                return
+                if payload["cursor"] <= self.last_cursor:
+                    continue
+                text = await self.encode_json(payload)
+                await self.send_buffer.wait_for_room(len(text))
+                await self.send_in_order(payload, text)  # checks the cursor again: a resume may have moved it
+            if len(batch) < REPLAY_BATCH and not self.replay_wanted:
+                break
+            await asyncio.sleep(0)  # a long replay: the other sockets' pushes go out between its pages
+        owed, self.resumes_owed = self.resumes_owed, 0
+        for _ in range(owed):
+            await self.send_json({"type": "resumed", "cursor": self.last_cursor})
 
     # --- channel-layer messages ---
 
@@ -207,7 +271,10 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         payload = message["event"]
         async with self.lock:
             if self.resumed:
-                if payload["cursor"] > self.last_cursor + 1:
+                if self.catching_up:
+                    # The running catch-up reads it from the outbox after what it is sending, in order.
+                    self.replay_wanted = self.replay_wanted or payload["cursor"] > self.last_cursor
+                elif payload["cursor"] > self.last_cursor + 1:
                     await self.replay()  # an earlier push is missing or late: the outbox has them in order
                 else:
                     await self.send_in_order(payload)
@@ -223,8 +290,9 @@ class AgentWaitConsumer(HardenedJsonConsumer):
     async def recheck_forever(self) -> None:
         """The safety net under pushes: a lost push or a lost revocation is caught within one interval.
 
-        One primary-key read per interval: the agent's head cursor, which is None once the key is revoked or
-        rotated away. Only when the head moved (an event was written since the last look) is the outbox read."""
+        One look per interval at the agent's head cursor, which is None once the key is revoked or rotated away,
+        made together with every other socket's of the process (waiters.py: one query per batch). Only when the
+        head moved (an event was written since the last look) is the outbox read."""
         assert self.agent_id is not None
         follow_up = False
         while True:
@@ -238,7 +306,9 @@ class AgentWaitConsumer(HardenedJsonConsumer):
             if woken or not self.layer_joined:
                 await self.rejoin_groups()
             try:
-                head = await database_call(selectors.agent_event_head)(self.agent_id, self.key_prefix)
+                head = await waiters.hub().agent_head(
+                    self.agent_id, self.key_prefix
+                )  # one query for the batch
                 if head is None:
                     await self.close(code=CLOSE_UNAUTHORIZED)
                     return

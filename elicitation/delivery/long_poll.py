@@ -5,21 +5,22 @@ Under an ASGI server the wait happens in `LongPollMiddleware`, before Django see
 request in a ThreadSensitiveContext that keeps a thread of its own until the response, so a wait inside a view
 would hold one (idle) thread per waiting agent. The middleware waits on the event loop, then hands Django the
 request without `wait`, which Django answers at once. This is the only long-poll: tests go through it too (a live
-server, or the ASGI application called directly). The database checks of all waiters share a few threads.
+server, or the ASGI application called directly). The waits themselves belong to the process's hub
+(waiters.py): one group membership per request however many long-polls wait on it, and one batched recheck per
+interval for all of them, on a few shared threads.
 """
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
+from uuid import UUID
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
-from elicitation.delivery import pushes
+from elicitation.delivery import waiters
 from elicitation.delivery.waiter_threads import database_call
 from elicitation.models import OPEN_STATUSES, Agent
 from elicitation.queue import access, selectors
@@ -43,64 +44,41 @@ async def wait_until(
     is_done: Callable[[], Awaitable[bool]],
     settles: Callable[[Message], bool] = lambda message: False,
 ) -> None:
-    """Return when `is_done()` holds or `seconds` pass; wake on any push to `group`. A push for which
+    """Return when `is_done()` holds or `seconds` pass; look again on any push to `group`. A push for which
     `settles(message)` holds ends the wait at once: the database read that follows would only confirm it.
 
-    A channel layer that is down (Redis restarting) is not an error here: the wait just polls the database."""
-    layer = get_channel_layer()
+    The general form, one database read per look; the agent API's waits (`wait_for_request`, `wait_for_feed`) are
+    rechecked together by the process's hub instead. Listening goes through the hub too: one membership of
+    `group` per process. A channel layer that is down is not an error here: the wait just polls the database."""
+    hub = waiters.hub()
     loop = asyncio.get_running_loop()
     give_up_at = loop.time() + seconds
-    channel: str | None = None
-    if layer is not None:
-        try:
-            channel = await layer.new_channel()
-            await layer.group_add(group, channel)
-        except Exception:
-            logger.warning("channel layer unavailable; long-poll on %s falls back to polling", group)
-            channel = None
-    # One receive kept across rechecks: cancelling it (wait_for) would make the Redis layer drop and re-create
-    # the subscription each time, losing any push that lands in between.
-    receiving: asyncio.Future[Any] | None = None
+    settled = asyncio.Event()
+    pushed = asyncio.Event()
+
+    def listener(message: Message) -> None:
+        (settled if settles(message) else pushed).set()
+
+    await hub.listen(group, listener)
     try:
-        while not await check_tolerating_blips(is_done):
+        while not settled.is_set() and not await check_tolerating_blips(is_done):
             remaining = give_up_at - loop.time()
             if remaining <= 0:
                 return
-            timeout = min(remaining, settings.LONG_POLL_RECHECK_SECONDS)
-            if layer is None or channel is None:
-                await asyncio.sleep(timeout)
-                continue
-            if receiving is None:
-                receiving = asyncio.ensure_future(layer.receive(channel))
-            done, _ = await asyncio.wait({receiving}, timeout=timeout)
-            if receiving in done:
-                failed = receiving.exception() is not None
-                message = None if failed else receiving.result()
-                receiving = None
-                if failed:
-                    await asyncio.sleep(timeout)  # the layer broke mid-wait: keep polling the database
-                elif message is not None and settles(message):
-                    return
+            pushed.clear()
+            woken = asyncio.ensure_future(pushed.wait())
+            ended = asyncio.ensure_future(settled.wait())
+            try:
+                await asyncio.wait(
+                    {woken, ended},
+                    timeout=min(remaining, settings.LONG_POLL_RECHECK_SECONDS),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                woken.cancel()
+                ended.cancel()
     finally:
-        if receiving is not None:
-            receiving.cancel()
-        if layer is not None and channel is not None:
-            # In the background: the answer is ready, and the pub/sub layer queues unsubscribes behind one lock
-            # per Redis connection, which would delay it by everyone else's subscribe and unsubscribe.
-            leave_group_later(layer, group, channel)
-
-
-_leaving: set[asyncio.Task[None]] = set()  # strong references until each finishes
-
-
-def leave_group_later(layer: Any, group: str, channel: str) -> None:
-    async def leave() -> None:
-        with contextlib.suppress(Exception):  # the layer may be the thing that failed
-            await layer.group_discard(group, channel)
-
-    task = asyncio.ensure_future(leave())
-    _leaving.add(task)
-    task.add_done_callback(_leaving.discard)
+        hub.unlisten(group, listener)
 
 
 async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool:
@@ -127,26 +105,29 @@ def agent_has_events_after(agent_id: int, cursor: int) -> bool:
     return bool(selectors.agent_events_after(agent_id, cursor, limit=1))
 
 
-def closes_the_request(message: Message) -> bool:
-    """A request-page push saying the request left the open statuses (the wait's answer is then ready)."""
-    request = message.get("request") if message.get("type") == "request.update" else None
-    return isinstance(request, dict) and request.get("status") not in (None, *OPEN_STATUSES)
+closes_the_request = waiters.closes_the_request
 
 
 async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> None:
-    await wait_until(
-        pushes.request_group(request_id),
+    """Until the agent's request closes (or is not the agent's: Django's answer then says 404)."""
+    try:
+        canonical = str(UUID(str(request_id)))  # as pushes name its group
+    except ValueError:
+        return  # no such request: Django's answer says 404
+    wait = waiters.LongPollWait(agent_id, request_id=canonical)
+    await waiters.hub().wait(
+        wait,
         seconds,
-        lambda: database_call(request_is_closed)(agent_id, request_id),
-        settles=closes_the_request,
+        lambda: check_tolerating_blips(lambda: database_call(request_is_closed)(agent_id, request_id)),
     )
 
 
 async def wait_for_feed(agent_id: int, cursor: int, seconds: float) -> None:
-    await wait_until(
-        pushes.agent_group(agent_id),
+    wait = waiters.LongPollWait(agent_id, cursor=cursor)
+    await waiters.hub().wait(
+        wait,
         seconds,
-        lambda: database_call(agent_has_events_after)(agent_id, cursor),
+        lambda: check_tolerating_blips(lambda: database_call(agent_has_events_after)(agent_id, cursor)),
     )
 
 

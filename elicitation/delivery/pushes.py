@@ -12,13 +12,17 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 from elicitation.models import AgentEvent, ElicitationRequest
+from elicitation.queue import quorum
 
 logger = logging.getLogger(__name__)
 
 MESSAGE_EXCERPT_LENGTH = 160
+
+Push = tuple[str, dict[str, Any]]  # (group, message)
 
 
 def agent_group(agent_id: int) -> str:
@@ -34,7 +38,8 @@ def request_group(request_id: Any) -> str:
 
 
 def request_summary(request: ElicitationRequest) -> dict[str, Any]:
-    """What reviewer pages are told about a request: never content, never secrets."""
+    """What reviewer pages are told about a request: never content, never secrets; a quorum's progress as counts
+    only (who approved stays on the request page)."""
     return {
         "id": str(request.id),
         "queue": request.queue_id,
@@ -49,6 +54,7 @@ def request_summary(request: ElicitationRequest) -> dict[str, Any]:
         "claimed_at": request.claimed_at.isoformat() if request.claimed_at else None,
         "lease_expires_at": request.lease_expires_at.isoformat() if request.lease_expires_at else None,
         "url_flow_completed": request.url_flow_completed_at is not None,
+        "approvals": quorum.counts(request.policy),
     }
 
 
@@ -126,6 +132,9 @@ class PushLoops:
         self.idle: queue.LifoQueue[asyncio.AbstractEventLoop] = queue.LifoQueue()
 
     def send(self, layer: Any, group: str, message: dict[str, Any]) -> None:
+        self.send_batch(layer, [(group, message)])
+
+    def send_batch(self, layer: Any, batch: list[Push]) -> None:
         if self.pid != os.getpid():  # the parent's loops hold the parent's connections
             self.pid, self.idle = os.getpid(), queue.LifoQueue()
         try:
@@ -133,13 +142,41 @@ class PushLoops:
         except queue.Empty:
             loop = asyncio.new_event_loop()
         try:
-            loop.run_until_complete(layer.group_send(group, message))
+            loop.run_until_complete(send_within_budget(layer, batch))
         finally:
             self.idle.put(loop)
 
 
 push_loops = PushLoops()
 background: set[asyncio.Task[None]] = set()
+
+
+def push_budget_seconds() -> float:
+    """What one batch of pushes may cost the thread that committed: one Redis operation timeout, however many
+    pushes the transaction made (a hung Redis would otherwise cost each of them that timeout in turn)."""
+    return float(getattr(settings, "REDIS_OPERATION_TIMEOUT_SECONDS", 2))
+
+
+async def send_within_budget(layer: Any, batch: list[Push]) -> None:
+    """Send a batch concurrently, group by group, under one timeout. Each group's pushes go out in the order they
+    were made (a page must see `claimed` before `completed`); groups do not wait for each other."""
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for group, message in batch:
+        by_group.setdefault(group, []).append(message)
+
+    async def send_in_order(group: str, messages: list[dict[str, Any]]) -> None:
+        for message in messages:
+            await send_logged(layer, group, message)
+
+    sends = (send_in_order(group, messages) for group, messages in by_group.items())
+    try:
+        await asyncio.wait_for(asyncio.gather(*sends), push_budget_seconds())
+    except TimeoutError:
+        logger.warning(
+            "channel layer pushes to %s timed out after %ss; waiters fall back to the event feed",
+            ", ".join(by_group),
+            push_budget_seconds(),
+        )
 
 
 async def send_logged(layer: Any, group: str, message: dict[str, Any]) -> None:
@@ -164,29 +201,37 @@ def send_in_place(group: str, message: dict[str, Any]) -> None:
 
 
 def send_to_group(group: str, message: dict[str, Any]) -> None:
+    send_to_groups([(group, message)])
+
+
+def send_to_groups(batch: list[Push]) -> None:
     """Best effort: a push that fails is recovered by the durable feed and the long-poll recheck. The in-memory
     layer's queues belong to the server's loop (PushSender); a networked layer (channels_redis) is sent to from
-    the calling thread on a borrowed loop (PushLoops), or as a task when the caller is itself on a loop."""
+    the calling thread on a borrowed loop (PushLoops), or as a task when the caller is itself on a loop, the whole
+    batch under one timeout either way."""
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or not batch:
         return
     if isinstance(layer, InMemoryChannelLayer):
-        pushes.send(group, message)
+        for group, message in batch:
+            pushes.send(group, message)
         return
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
     if running is not None:
-        task = running.create_task(send_logged(layer, group, message))
+        task = running.create_task(send_within_budget(layer, batch))
         background.add(task)
         task.add_done_callback(background.discard)
         return
     try:
-        push_loops.send(layer, group, message)
+        push_loops.send_batch(layer, batch)
     except Exception:
         logger.warning(
-            "channel layer push to %s failed; waiters fall back to the event feed", group, exc_info=True
+            "channel layer pushes to %s failed; waiters fall back to the event feed",
+            ", ".join(sorted({group for group, _ in batch})),
+            exc_info=True,
         )
 
 
@@ -204,8 +249,38 @@ def with_push_sender(app: ASGIApp) -> ASGIApp:
     return application
 
 
+class CommitBatch:
+    """The pushes a transaction made, registered as ONE `on_commit` callback and sent together when it runs."""
+
+    def __init__(self, push: Push) -> None:
+        self.batch: list[Push] = [push]
+
+    def __call__(self) -> None:
+        send_to_groups(self.batch)
+
+
 def send_on_commit(group: str, message: dict[str, Any]) -> None:
-    transaction.on_commit(lambda: send_to_group(group, message))
+    """Queue a push for after commit, joining the transaction's batch when it may.
+
+    A push joins the latest batch only if that batch is registered under every savepoint now open (its savepoints
+    either are those or were released into them): Django drops a callback when a savepoint it was registered
+    under rolls back, so the joined push is then dropped exactly when it should be. Otherwise (a deeper savepoint
+    opened since) it starts a batch of its own, after the other, so every group keeps its order."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        open_savepoints = set(connection.savepoint_ids)
+        latest = next(
+            (
+                (savepoints, callback)
+                for savepoints, callback, _ in reversed(connection.run_on_commit)
+                if isinstance(callback, CommitBatch)
+            ),
+            None,
+        )
+        if latest is not None and latest[0] >= open_savepoints:
+            latest[1].batch.append((group, message))
+            return
+    transaction.on_commit(CommitBatch((group, message)))
 
 
 # --- what each domain signal pushes (connected in ElicitationConfig.ready) ------------------------------------------
@@ -243,7 +318,10 @@ def on_draft_changed(sender: Any, request_id: Any, draft: dict[str, Any], **kwar
 
 
 def on_agent_event_recorded(sender: Any, event: AgentEvent, **kwargs: Any) -> None:
-    send_on_commit(agent_group(event.agent_id), {"type": "agent.event", "event": event.payload})
+    # `agent` names the group: a process's waiter hub hears every group it joined on one channel.
+    send_on_commit(
+        agent_group(event.agent_id), {"type": "agent.event", "agent": event.agent_id, "event": event.payload}
+    )
 
 
 def on_agent_key_changed(sender: Any, agent_id: int, **kwargs: Any) -> None:

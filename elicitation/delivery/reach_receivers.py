@@ -1,9 +1,10 @@
 """Reach's listeners to the core's signals: tell people about arrivals (tier 0) and escalation steps (tier 1),
 and rewrite Slack messages once a request closes or moves. Each only queues a task after commit."""
 
+import functools
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from elicitation.delivery import reach_tasks
 from elicitation.models import Channel, ElicitationRequest, Notice, ReachRule
@@ -11,8 +12,25 @@ from elicitation.models import Channel, ElicitationRequest, Notice, ReachRule
 CLOSING_KINDS = frozenset({"completed", "expired", "withdrawn", "escalated"})
 
 
+@functools.cache
+def _has_rules_sql(vendor: str) -> str:
+    quote, meta = connection.ops.quote_name, ReachRule._meta
+
+    def column(name: str) -> str:
+        return quote(str(meta.get_field(name).column))  # type: ignore[union-attr]
+
+    return (
+        f"SELECT 1 FROM {quote(meta.db_table)} WHERE {column('queue')} = %s "  # noqa: S608 - model metadata only
+        f"AND {column('tier')} = %s AND {column('channel')} <> %s LIMIT 1"
+    )
+
+
 def _has_rules(queue_id: int, tier: int) -> bool:
-    return ReachRule.objects.filter(queue_id=queue_id, tier=tier).exclude(channel=Channel.BROWSER).exists()
+    """`ReachRule.objects.filter(queue_id=…, tier=…).exclude(channel=BROWSER).exists()`, as SQL built once per
+    process: every create asks it, and the ORM spent ~10x longer building the query than running it."""
+    with connection.cursor() as cursor:
+        cursor.execute(_has_rules_sql(connection.vendor), [queue_id, tier, Channel.BROWSER.value])
+        return cursor.fetchone() is not None
 
 
 def _notify_after_commit(request: ElicitationRequest, tier: int) -> None:

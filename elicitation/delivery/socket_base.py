@@ -10,15 +10,34 @@ the upgrade failed with HTTP 500. Here every layer call has a timeout and a fail
 accepted and served from the database (the consumer rechecks as often as a long-poll does) until the layer is
 back. One `LayerWatch` per process probes the layer while sockets are open; when it answers again after failing,
 every open socket rejoins its groups and rechecks at once, since pushes sent while it was away are lost.
+
+Sending. A client that stops reading must not grow the server's memory without bound. Every frame a consumer sends
+goes into its `SendBuffer` (at most SOCKET_SEND_BUFFER_FRAMES frames and SOCKET_SEND_BUFFER_BYTES bytes of JSON
+text; one frame always fits, however large) and one writer task hands them to the server in order. What is bounded
+where:
+- uvicorn's `send` awaits until its transport is below its high-water mark (64 KiB), so a peer that does not read
+  stops the writer and the buffer fills: beyond the bound the socket is given up on (below).
+- daphne's `send` returns at once and Twisted keeps the bytes in its transport's write buffer, unbounded. daphne
+  hands the app `partial(handle_reply, protocol)`; `twisted_transport` finds the protocol's transport there, and
+  the writer waits while Twisted has its producer paused (more than bufferSize, 64 KiB, unsent; TwistedWriteWatch).
+  Where that is not found (another server, daphne behind its own TLS wrapper) only this buffer is bounded and the
+  server's own buffering is whatever that server does.
+- A socket given up on has its buffered frames dropped and is closed with CLOSE_TOO_SLOW (4008, "too slow: resume
+  from your cursor"); a peer that does not take even the close frame within CLOSE_GRACE_SECONDS is dropped (its
+  client sees 1006). Either way the client reconnects and resumes from the last cursor it received: every frame it
+  never got is still in the outbox. Frames from a long read of our own (a resume's replay) wait for room in the
+  buffer (`wait_for_room`, half of it: the other half is for pushes) instead of overflowing it.
 """
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
 import random
 import uuid
 import weakref
+from collections.abc import Coroutine
 from typing import Any
 
 from channels.exceptions import StopConsumer
@@ -33,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 FRAME_ERROR_CODES = {"surrogate": "invalid_text", "too_deep": "too_deep", "malformed": "invalid_json"}
 PROBE_GROUP = "reviewhub.layer-probe"
+CLOSE_TOO_SLOW = 4008
+CLOSE_GRACE_SECONDS = 2.0
 
 
 def jittered(seconds: float, spread: float = 0.2) -> float:
@@ -131,6 +152,115 @@ class LayerWatch:
                 logger.warning("channel layer is not answering; sockets are served from the database")
 
 
+class SendBuffer:
+    """A socket's frames not yet handed to the server: at most `max_frames` frames and `max_bytes` bytes of frame
+    text (one frame always fits, so one larger than the bound is not refused outright). Accept and close messages
+    are not counted: there are at most two. `put` never waits; a frame beyond the bound overflows the buffer for
+    good (its frames are dropped; the socket is to be given up on)."""
+
+    def __init__(self, max_frames: int, max_bytes: int) -> None:
+        self.max_frames = max_frames
+        self.max_bytes = max_bytes
+        self.frames: collections.deque[tuple[dict[str, Any], int]] = collections.deque()
+        self.frame_count = 0  # `websocket.send` messages in `frames`
+        self.bytes = 0
+        self.overflowed = False
+        self.changed = asyncio.Event()  # set whenever a frame leaves: room may have appeared
+
+    def __len__(self) -> int:
+        return self.frame_count
+
+    def put(self, message: dict[str, Any]) -> bool:
+        """Queue `message`; False if it did not fit (the buffer has overflowed) or the buffer already had."""
+        if self.overflowed:
+            return False
+        size = frame_size(message)
+        if message.get("type") == "websocket.send":
+            fits = not self.frame_count or (
+                self.frame_count < self.max_frames and self.bytes + size <= self.max_bytes
+            )
+            if not fits:
+                self.discard()
+                return False
+            self.frame_count += 1
+            self.bytes += size
+        self.frames.append((message, size))
+        return True
+
+    def discard(self) -> None:
+        """Drop every queued frame and accept no more (the client will read them from the outbox on resume)."""
+        self.overflowed = True
+        self.frames.clear()
+        self.frame_count = self.bytes = 0
+        self.changed.set()
+
+    def take(self) -> dict[str, Any] | None:
+        if not self.frames:
+            return None
+        message, size = self.frames.popleft()
+        if message.get("type") == "websocket.send":
+            self.frame_count -= 1
+            self.bytes -= size
+        self.changed.set()
+        return message
+
+    def has_room_for(self, size: int) -> bool:
+        """Room for a frame we can hold back: only while the buffer stays half empty, so pushes still fit."""
+        return not self.frame_count or (
+            self.frame_count + 1 <= self.max_frames // 2 and self.bytes + size <= self.max_bytes // 2
+        )
+
+    async def wait_for_room(self, size: int) -> None:
+        while not self.overflowed and not self.has_room_for(size):
+            self.changed.clear()
+            await self.changed.wait()
+
+
+def frame_size(message: dict[str, Any]) -> int:
+    # Frames are JSON from json.dumps (ASCII), so characters are bytes.
+    return len(message.get("text") or message.get("bytes") or b"")
+
+
+def twisted_transport(send: Any) -> Any | None:
+    """The Twisted transport of daphne's WebSocket protocol behind `send`, if that is what serves this socket."""
+    if isinstance(send, functools.partial) and send.args:
+        transport = getattr(send.args[0], "transport", None)
+        if transport is not None and hasattr(transport, "producerPaused"):
+            return transport
+    return None
+
+
+class TwistedWriteWatch:
+    """Waits while daphne's Twisted transport holds more than its bufferSize (64 KiB) unsent.
+
+    Twisted pauses the transport's streaming producer at that point and sets `producerPaused` until the buffer has
+    drained. Under daphne that producer is the HTTP channel the socket was upgraded from, which stays registered
+    (and, paused, also stops reading from the client); a transport with none gets a do-nothing producer here, so
+    that Twisted keeps the flag. The writer polls the flag only while it is set, i.e. only for a slow reader."""
+
+    POLL_SECONDS = 0.05
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        if getattr(transport, "producer", None) is None:
+            with contextlib.suppress(Exception):
+                transport.registerProducer(self, True)
+
+    async def writable(self) -> None:
+        while self.transport.producerPaused and not getattr(self.transport, "disconnected", False):
+            await asyncio.sleep(self.POLL_SECONDS)
+
+    # Twisted's IPushProducer, for a transport that had no producer: the flag is all that is needed.
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        pass
+
+
 class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
     """AsyncJsonWebsocketConsumer with untrusted-frame handling and a channel layer allowed to fail."""
 
@@ -138,25 +268,101 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
     groups_joined: set[str]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        # AsyncConsumer.__call__, except that opening and reading the layer's channel never raise.
+        # AsyncConsumer.__call__, except that opening and reading the layer's channel never raise, frames go out
+        # through the bounded send buffer, and a socket given up on (too slow) ends without waiting for its peer.
         self.scope = scope
         self.groups_wanted = set()
         self.groups_joined = set()
         self.wake = asyncio.Event()
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
-        self.base_send = send
+        self.server_send = send
+        self.send_buffer = SendBuffer(settings.SOCKET_SEND_BUFFER_FRAMES, settings.SOCKET_SEND_BUFFER_BYTES)
+        self.base_send = self.buffer_frame
+        self.writer: asyncio.Task[None] | None = None
+        self.write_watch: TwistedWriteWatch | None = None
+        transport = twisted_transport(send)
+        if transport is not None:
+            self.write_watch = TwistedWriteWatch(transport)
+        self.background: set[asyncio.Task[Any]] = set()
+        self.given_up = False  # too slow: closed with CLOSE_TOO_SLOW
+        self.peer_gone = False  # the server refused a send: the disconnect is on its way through `receive`
         sources = [receive]
         if self.channel_layer is not None:
             self.channel_name = await open_channel(self.channel_layer)
             self.channel_receive = functools.partial(receive_forever, self.channel_layer, self.channel_name)
             sources.append(self.channel_receive)
+        self.dispatching = asyncio.ensure_future(await_many_dispatch(sources, self.dispatch))
         try:
-            await await_many_dispatch(sources, self.dispatch)
+            await self.dispatching
         except StopConsumer:
             pass
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not self.given_up or (current is not None and current.cancelling()):
+                raise
+            await self.disconnect(CLOSE_TOO_SLOW)
         finally:
+            for task in [self.writer, *self.background]:
+                if task is not None and task is not asyncio.current_task():
+                    task.cancel()
             if self.channel_layer is not None:
                 LayerWatch.for_layer(self.channel_layer).unregister(self)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
+        """A task that lives no longer than the socket."""
+        task = asyncio.ensure_future(coroutine)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
+    # --- the bounded send buffer and its writer ---
+
+    async def buffer_frame(self, message: dict[str, Any]) -> None:
+        """What Channels calls to send (`base_send`): queue the frame for the writer; never waits."""
+        if self.given_up or self.peer_gone:
+            return
+        if not self.send_buffer.put(message):
+            self.give_up_too_slow()
+            return
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.ensure_future(self.write_frames())
+
+    async def write_frames(self) -> None:
+        """The one writer: hands frames to the server in order, waiting wherever the server makes it wait. Runs
+        while there is something to write, so an idle socket holds no task for it."""
+        while (message := self.send_buffer.take()) is not None:
+            try:
+                await self.server_send(message)
+            except Exception as exc:  # the peer is gone; the server tells the consumer so through `receive`
+                logger.debug("socket send failed (%s); dropping its frames", type(exc).__name__)
+                self.peer_gone = True
+                self.send_buffer.discard()
+                return
+            if self.write_watch is not None:
+                await self.write_watch.writable()
+
+    def give_up_too_slow(self) -> None:
+        if self.given_up:
+            return
+        self.given_up = True
+        logger.info(
+            "socket closed with %d: its client read too slowly (more than %d frames or %d bytes waiting)",
+            CLOSE_TOO_SLOW,
+            self.send_buffer.max_frames,
+            self.send_buffer.max_bytes,
+        )
+        self.spawn(self.close_too_slow())
+
+    async def close_too_slow(self) -> None:
+        writer = self.writer
+        if writer is not None and not writer.done():
+            writer.cancel()  # most likely waiting on a peer that does not read
+            await asyncio.wait([writer])
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                self.server_send({"type": "websocket.close", "code": CLOSE_TOO_SLOW}), CLOSE_GRACE_SECONDS
+            )
+        self.dispatching.cancel()
 
     # --- frames ---
 

@@ -1,5 +1,6 @@
 """ORM calls from the event loop. Waiters (long-polls, agent sockets, MCP tool waits) read the database through a
-fixed handful of threads however many of them wait, so waiting costs threads per process, not per waiter."""
+fixed handful of threads however many of them wait, so waiting costs threads per process, not per waiter; their
+periodic rechecks are batched by the hub (waiters.py), so the threads serve one query per round, not per waiter."""
 
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor

@@ -20,6 +20,10 @@ Tools:
 - `get_request` — a request's status and result, with a suggested retry interval while open.
 - `list_open_requests`, `cancel_request`.
 
+On 2026-07-28 requests that declare the Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663),
+`ask_reviewer` and `collect_secret` return a task at once instead of waiting; `tasks/get` polls it and
+`tasks/cancel` withdraws the request (elicitation/mcp/tasks.py; `RequestTasks` below reads tasks from request rows).
+
 Every write goes through `elicitation.queue.transitions` (or `flows.hosted_flows`), exactly as the REST API does;
 input is checked by the REST API's own serializers, so limits, URL checks and error codes are the same on both
 doors. Errors are MCP tool errors whose text is the REST error body `{code, detail, fields?}`.
@@ -41,6 +45,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from urllib.parse import urlsplit
 
 import anyio
+import pydantic_core
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -49,7 +54,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AnyHttpUrl, Field
 from typing_extensions import TypedDict
 
@@ -58,8 +63,9 @@ from elicitation.api.flow_views import CreateFlowSerializer
 from elicitation.delivery import waiter_threads
 from elicitation.delivery.long_poll import wait_for_request
 from elicitation.flows import hosted_flows
+from elicitation.mcp import tasks
 from elicitation.mcp.oauth import principal_for_token
-from elicitation.models import OPEN_STATUSES, Agent, ElicitationRequest, Queue
+from elicitation.models import OPEN_STATUSES, Agent, ElicitationRequest, HostedFlow, Queue, Status
 from elicitation.queue import access, clock, selectors, transitions
 from elicitation.queue.errors import DomainError, InvalidInput, NotFoundError
 from elicitation.queue.keys import agent_for_key
@@ -384,6 +390,76 @@ async def _withdraw_unread(caller: Caller, request_id: str) -> None:
             await database_call(_withdraw)(caller, request_id)
 
 
+# --- tasks (SEP-2663): a task is a request row seen through the task vocabulary -----------------------------------
+
+TASK_TOOLS = frozenset({"ask_reviewer", "collect_secret"})
+
+
+def tool_result(value: Any) -> CallToolResult:
+    """A tool's return value as the SDK sends it: JSON text plus the same value as structured content."""
+    text = pydantic_core.to_json(value, fallback=str, indent=2).decode()
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=value)
+
+
+def _task_state(caller: Caller, request_id: str, task_id: str) -> tasks.TaskState:
+    try:
+        request = _owned(caller, request_id)
+    except NotFoundError:
+        raise tasks.TaskNotFound from None
+    view = represent(request)
+    # The task's tool is read from the row too: a hosted secret flow's request has a flow.
+    flow_id = HostedFlow.objects.filter(request=request).values_list("pk", flat=True).first()
+
+    def state(status: tasks.TaskStatus, message: str, **extra: Any) -> tasks.TaskState:
+        return tasks.TaskState(
+            task_id=task_id,
+            status=status,
+            status_message=message,
+            created_at=request.created_at,
+            last_updated_at=request.updated_at,
+            **extra,
+        )
+
+    if request.status in OPEN_STATUSES:
+        claimed = request.status == Status.CLAIMED
+        waiting = "A reviewer is answering." if claimed else "Waiting for a reviewer."
+        return state("working", waiting, poll_interval_seconds=retry_after(request))
+    if request.status == Status.WITHDRAWN:
+        return state("cancelled", "The request was withdrawn.")
+    # Answered or expired: the tool would have returned the closed request (an expiry is a result, not a failure).
+    value: Any = secret_outcome(str(flow_id), view) if flow_id is not None else view
+    outcome = f" ({view['result']['action']})" if view["result"] else ""
+    return state("completed", f"The request {request.status}{outcome}.", result=tool_result(value))
+
+
+def _cancel_task(caller: Caller, request_id: str) -> None:
+    try:
+        request = _owned(caller, request_id)
+    except NotFoundError:
+        raise tasks.TaskNotFound from None
+    if request.status in OPEN_STATUSES:
+        # Cancellation is cooperative: an answer that won the race stands, and the task ends completed.
+        with contextlib.suppress(DomainError):
+            transitions.withdraw_request(request.pk, agent=_load_agent(caller.agent_id))
+
+
+class RequestTasks:
+    """The TaskBackend: task ids are request ids signed for the calling agent; state comes from the row."""
+
+    def task_id(self, request_id: str) -> str:
+        return tasks.task_id_for(current_caller().agent_id, request_id)
+
+    async def read(self, task_id: str) -> tasks.TaskState:
+        caller = current_caller()
+        request_id = tasks.request_id_from(caller.agent_id, task_id)
+        state: tasks.TaskState = await database_call(_task_state)(caller, request_id, task_id)
+        return state
+
+    async def cancel(self, task_id: str) -> None:
+        caller = current_caller()
+        await database_call(_cancel_task)(caller, tasks.request_id_from(caller.agent_id, task_id))
+
+
 # --- parameter types, each with the description hosts show to the model -----------------------------------------
 
 QueueArg = Annotated[str, Field(description="Slug of the queue to ask in (see list_queues).")]
@@ -419,7 +495,7 @@ WaitArg = Annotated[
         description=(
             "Seconds to wait for the answer (0 returns at once). The wait never outlasts the request's deadline; "
             "progress notifications are sent while waiting, so a host that resets its timeout on progress keeps "
-            "waiting."
+            "waiting. A call answered with a task (Tasks extension) never waits."
         ),
     ),
 ]
@@ -465,6 +541,7 @@ def build_server() -> MCPServer:
             validate_token_resource=False,
         ),
         token_verifier=AgentKeyVerifier(),
+        extensions=[tasks.TasksExtension(RequestTasks(), TASK_TOOLS)],
     )
 
     @server.tool(
@@ -515,6 +592,9 @@ def build_server() -> MCPServer:
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         created: ReviewRequest = await _call(_create, caller, body)
+        if tasks.deferred():  # a task-augmented call: the host polls tasks/get instead of waiting here
+            tasks.started(created["id"])
+            return created
         if waitSeconds <= 0:
             return created
         try:
@@ -556,7 +636,9 @@ def build_server() -> MCPServer:
         if context is not None:
             body["context"] = context
         flow_id, request = await _call(_open_flow, caller, body)
-        if waitSeconds > 0:
+        if tasks.deferred():
+            tasks.started(request["id"])
+        elif waitSeconds > 0:
             try:
                 request = await wait_with_progress(ctx, caller, request["id"], waitSeconds)
             except anyio.get_cancelled_exc_class():

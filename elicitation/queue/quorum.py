@@ -155,3 +155,12 @@ def progress(state: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "objections": [o["by"] for o in state.get("objections", [])],
         "digest": state.get("digest"),
     }
+
+
+def counts(state: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """Approvals so far and approvals needed, and nothing else: what a queue row shows ("1 of 2 approvals") and
+    what its live push may carry, with no names and no proposed content."""
+    shown = progress(state)
+    if shown is None:
+        return None
+    return {"approved": shown["approvals"], "required": shown["required"]}

@@ -3,7 +3,7 @@ open request past its deadline is listed as overdue until the sweeper closes it.
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 from uuid import UUID
 
@@ -162,6 +162,36 @@ def agent_event_head(agent_id: int, key_prefix: str) -> int | None:
         .values_list("last_event_seq", flat=True)
         .first()
     )
+
+
+def requests_still_open(request_ids: list[str]) -> set[str]:
+    """Which of `request_ids` are still open, in one query: a waiter on any other id (closed, gone, malformed) is
+    done. Asking for the open ones, not the closed ones, lets a vanished row end its wait."""
+    ids = []
+    for raw in request_ids:
+        try:
+            ids.append(UUID(str(raw)))
+        except ValueError:
+            continue  # never a request: not open
+    rows = ElicitationRequest.objects.filter(pk__in=ids, status__in=OPEN_STATUSES).order_by()
+    return {str(pk) for pk in rows.values_list("pk", flat=True)}
+
+
+def agent_heads(agent_ids: list[int]) -> dict[int, int]:
+    """Each agent's latest cursor, in one query (bumped in the transaction that writes the event)."""
+    return dict(Agent.objects.filter(pk__in=agent_ids).order_by().values_list("pk", "last_event_seq"))
+
+
+def agent_event_heads(keys: list[tuple[int, str]]) -> dict[tuple[int, str], int | None]:
+    """`agent_event_head` for many (agent, key prefix) pairs in one query: None where that key was revoked or
+    rotated away (or the agent is gone)."""
+    rows = (
+        Agent.objects.filter(pk__in={agent_id for agent_id, _ in keys}, revoked_at__isnull=True)
+        .order_by()
+        .values_list("pk", "key_prefix", "last_event_seq")
+    )
+    live = {(pk, prefix): head for pk, prefix, head in rows}
+    return {key: live.get(key) for key in keys}
 
 
 def long_poll_cap(requested: int) -> int:
@@ -352,6 +382,8 @@ class HistoryFilters:
     since: date | None = None
     until: date | None = None
     text: str = ""
+    # The days of since/until are the reviewer's own (a request at 23:30 local belongs to that local day).
+    zone: tzinfo = UTC
 
 
 @dataclass(frozen=True)
@@ -389,17 +421,23 @@ def search_words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.lower())[:SEARCH_WORDS_MAX]
 
 
+def _tsquery(words: list[str]) -> str:
+    """Every word as a prefix (`invoice` finds `invoices`); words are letters and digits only (search_words)."""
+    return " & ".join(f"{word}:*" for word in words)
+
+
+def _search_match(query: str) -> RawSQL:
+    """The full-text match, served by the GIN index on SEARCH_DOCUMENT (PostgreSQL)."""
+    # A constant expression; the words are a bound parameter (letters and digits only, see search_words).
+    return RawSQL(f"{SEARCH_DOCUMENT} @@ to_tsquery('simple', %s)", [query], output_field=BooleanField())  # noqa: S611
+
+
 def _matching_text(rows: QuerySet[ElicitationRequest], text: str) -> QuerySet[ElicitationRequest]:
     words = search_words(text)
     if not words:
         return rows
     if connection.vendor == "postgresql":
-        # Every word as a prefix (`invoice` finds `invoices`), served by the GIN index on SEARCH_DOCUMENT.
-        query = " & ".join(f"{word}:*" for word in words)
-        return rows.filter(
-            # A constant expression; the words are a bound parameter (letters and digits only, see search_words).
-            RawSQL(f"{SEARCH_DOCUMENT} @@ to_tsquery('simple', %s)", [query], output_field=BooleanField())  # noqa: S611
-        )
+        return rows.filter(_search_match(_tsquery(words)))
     # The embedded fallback: substring matches over the message and the context's JSON text.
     rows = rows.annotate(context_text=Cast("context", TextField()))
     for word in words:
@@ -408,6 +446,11 @@ def _matching_text(rows: QuerySet[ElicitationRequest], text: str) -> QuerySet[El
 
 
 def history_requests(user: Any, filters: HistoryFilters) -> QuerySet[ElicitationRequest]:
+    return _matching_text(_history_filtered(user, filters), filters.text)
+
+
+def _history_filtered(user: Any, filters: HistoryFilters) -> QuerySet[ElicitationRequest]:
+    """Every filter but the search words."""
     rows = ElicitationRequest.objects.all()
     if not user.is_staff:
         rows = rows.filter(queue__in=reviewer_queues(user).values("pk"))
@@ -425,12 +468,68 @@ def history_requests(user: Any, filters: HistoryFilters) -> QuerySet[Elicitation
     if filters.answered_by is not None:
         rows = rows.filter(answered_by=filters.answered_by)
     if filters.since is not None:
-        rows = rows.filter(created_at__gte=datetime.combine(filters.since, time.min, tzinfo=UTC))
+        rows = rows.filter(created_at__gte=datetime.combine(filters.since, time.min, tzinfo=filters.zone))
     if filters.until is not None:
         rows = rows.filter(
-            created_at__lt=datetime.combine(filters.until + timedelta(days=1), time.min, tzinfo=UTC)
+            created_at__lt=datetime.combine(filters.until + timedelta(days=1), time.min, tzinfo=filters.zone)
         )
-    return _matching_text(rows, filters.text)
+    return rows
+
+
+def _after(rows: QuerySet[ElicitationRequest], after: HistoryCursor | None) -> QuerySet[ElicitationRequest]:
+    if after is None:
+        return rows
+    return rows.filter(Q(created_at__lt=after.created_at) | Q(created_at=after.created_at, id__lt=after.id))
+
+
+NEWEST_FIRST = ("-created_at", "-id")
+# A search on PostgreSQL picks its path by how common the words are (BENCHMARKS.md, reviewer):
+# - a common word ("deploy" in every request) is found fastest by reading the newest rows in created_at order and
+#   testing each: a page of matches comes within a few hundred rows, while the GIN index would hand over every
+#   match (100,000 of them) to be sorted;
+# - a rare word is found fastest through the GIN index, which hands over its few matches.
+# The newest SEARCH_PROBE_ROWS rows are tested first; their share of matches says which path is cheaper.
+SEARCH_PROBE_ROWS = 100
+# Reading a row costs about 20 times what the GIN path pays per match: at 100,000 requests the walk wins down
+# to about one row in ten matching, a page within about 500 rows.
+SEARCH_WALK_MAX_ROWS = 500
+
+
+def _walk_newest(rows: QuerySet[ElicitationRequest], query: str, window: int) -> tuple[list[UUID], int]:
+    """The matches among the newest `window` rows, newest first, and how many rows were read."""
+    newest = rows.order_by(*NEWEST_FIRST).values_list("id", "created_at", "message", "context")[:window]
+    sql, params = newest.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            # The inner query is Django's (bound parameters); the words are a bound parameter too.
+            "SELECT w.id, w.created_at, "  # noqa: S608
+            "to_tsvector('simple', w.message || ' ' || w.context::text) @@ to_tsquery('simple', %s) "
+            f"FROM ({sql}) w",
+            [query, *params],
+        )
+        read = cursor.fetchall()
+    read.sort(key=lambda row: (row[1], row[0]), reverse=True)
+    return [row[0] for row in read if row[2]], len(read)
+
+
+def _search_ids(rows: QuerySet[ElicitationRequest], words: list[str], size: int) -> list[UUID]:
+    """The ids of the first `size` matches in history order (PostgreSQL)."""
+    query = _tsquery(words)
+    found, read = _walk_newest(rows, query, SEARCH_PROBE_ROWS)
+    if len(found) >= size or read < SEARCH_PROBE_ROWS:
+        return found[:size]  # a full page, or every filtered row was read
+    if found:
+        # Rows needed for a page at the share of matches seen, with a margin; beyond the cap the GIN path wins.
+        window = -(-size * SEARCH_PROBE_ROWS * 3 // (2 * len(found)))
+        if window <= SEARCH_WALK_MAX_ROWS:
+            found, read = _walk_newest(rows, query, window)
+            if len(found) >= size or read < window:
+                return found[:size]
+    # Rare words: through the GIN index. Only ids are sorted (rows are fetched after), and the order is by an
+    # expression: by the bare column the planner would walk the created_at index testing every row instead.
+    matching = rows.filter(_search_match(query))
+    by_expression = ExpressionWrapper(F("created_at") + Value(timedelta(0)), output_field=DateTimeField())
+    return list(matching.order_by(by_expression.desc(), "-id").values_list("id", flat=True)[:size])
 
 
 def history_page(
@@ -438,21 +537,18 @@ def history_page(
 ) -> HistoryPage:
     """One page of history, newest first, by keyset on (created_at, id): the created_at index serves the order
     and the LIMIT, so the cost follows the page, not the number of requests."""
-    rows = history_requests(user, filters)
-    if after is not None:
-        rows = rows.filter(
-            Q(created_at__lt=after.created_at) | Q(created_at=after.created_at, id__lt=after.id)
+    related = ("queue", "agent", "answered_by", "claimed_by")
+    words = search_words(filters.text)
+    if connection.vendor == "postgresql" and words:
+        ids = _search_ids(_after(_history_filtered(user, filters), after), words, size + 1)
+        found = sorted(
+            ElicitationRequest.objects.filter(pk__in=ids).select_related(*related),
+            key=lambda row: (row.created_at, row.id),
+            reverse=True,
         )
-    newest_first: list[Any] = ["-created_at", "-id"]
-    if connection.vendor == "postgresql" and search_words(filters.text):
-        # With a search, read the matches through the GIN index and sort them: ordered by the bare column, the
-        # planner walks the created_at index computing every row's tsvector until it has a page of rare matches.
-        newest_first[0] = ExpressionWrapper(
-            F("created_at") + Value(timedelta(0)), output_field=DateTimeField()
-        ).desc()
-    found = list(
-        rows.select_related("queue", "agent", "answered_by", "claimed_by").order_by(*newest_first)[: size + 1]
-    )
+    else:
+        rows = _after(history_requests(user, filters), after)
+        found = list(rows.select_related(*related).order_by(*NEWEST_FIRST)[: size + 1])
     more = len(found) > size
     found = found[:size]
     return HistoryPage(

@@ -11,14 +11,16 @@ pending|claimed ──agent cancels──▶ withdrawn
 ```
 """
 
+import functools
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, F, Model, OuterRef, Q, Subquery, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
@@ -34,6 +36,7 @@ from elicitation.models import (
     FlowStatus,
     Mode,
     Queue,
+    QueuePolicy,
     RequestEvent,
     Status,
 )
@@ -173,6 +176,63 @@ def parse_schema_questions(requested_schema: Any, *, allow_sensitive: bool = Fal
         ) from None
 
 
+@functools.cache
+def _postable_queue_sql(vendor: str) -> str:
+    """SELECT a queue (by slug, among an agent's) with its policy's columns, or NULLs when it has none; built from
+    the models' metadata, so a column another module adds is read too."""
+    quote = connection.ops.quote_name
+    queue, policy = Queue._meta, QueuePolicy._meta
+    m2m = Agent._meta.get_field("queues")
+    through = m2m.remote_field.through._meta.db_table  # type: ignore[union-attr]
+
+    def ref(table: str, column: str | None) -> str:
+        return f"{quote(table)}.{quote(str(column))}"
+
+    columns = [ref(queue.db_table, f.column) for f in queue.concrete_fields]
+    columns += [ref(policy.db_table, f.column) for f in policy.concrete_fields]
+    queue_pk = ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
+    return (
+        f"SELECT {', '.join(columns)} FROM {quote(queue.db_table)} "  # noqa: S608 - model metadata only
+        f"INNER JOIN {quote(through)} ON {ref(through, m2m.m2m_reverse_name())} = {queue_pk} "  # type: ignore[attr-defined]
+        f"LEFT OUTER JOIN {quote(policy.db_table)} "
+        f"ON {ref(policy.db_table, policy.get_field('queue').column)} = {queue_pk} "
+        f"WHERE {ref(through, m2m.m2m_column_name())} = %s "  # type: ignore[attr-defined]
+        f"AND {ref(queue.db_table, queue.get_field('slug').column)} = %s"
+    )
+
+
+def _instance_from_row(model: type[Model], row: Sequence[Any]) -> Any:
+    """A row of `model`'s concrete columns (in _meta order) as an instance, through Django's own converters."""
+    values = []
+    for field, value in zip(model._meta.concrete_fields, row, strict=True):
+        column = field.get_col(model._meta.db_table)
+        for converter in [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]:
+            value = converter(value, column, connection)
+        values.append(value)
+    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], values)
+
+
+def postable_queue(agent_id: int, slug: str) -> Queue | None:
+    """The queue `slug` if the agent may post to it, with its policy loaded (`queue.policy`, None-safe through
+    `rules.queue_policy`): what `agent.queues.filter(slug=…).select_related("policy").first()` returns. Every
+    create reads it, and the ORM spent several times longer building that query than the database running it,
+    so its SQL is built once per process."""
+    with connection.cursor() as cursor:
+        cursor.execute(_postable_queue_sql(connection.vendor), [agent_id, slug])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    split = len(Queue._meta.concrete_fields)
+    queue: Queue = _instance_from_row(Queue, row[:split])
+    policy_pk = row[split + QueuePolicy._meta.concrete_fields.index(QueuePolicy._meta.pk)]
+    policy = _instance_from_row(QueuePolicy, row[split:]) if policy_pk is not None else None
+    # What select_related leaves: the reverse one-to-one cached (None too, so reading it runs no query).
+    Queue._meta.get_field("policy").set_cached_value(queue, policy)  # type: ignore[union-attr]
+    if policy is not None:
+        QueuePolicy._meta.get_field("queue").set_cached_value(policy, queue)  # type: ignore[union-attr]
+    return queue
+
+
 def create_request(
     *,
     agent: Agent,
@@ -195,7 +255,7 @@ def create_request(
         existing = _find_idempotent(agent, idempotency_key, fingerprint)
         if existing is not None:
             return existing, False
-    queue = agent.queues.filter(slug=queue_slug).select_related("policy").first()
+    queue = postable_queue(agent.pk, queue_slug)
     if queue is None:
         raise InvalidInput("Unknown queue.", {"queue": "unknown queue, or not one this key may post to"})
     questions: list[dict[str, Any]] = []

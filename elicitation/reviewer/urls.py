@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, path
 
-from elicitation.reviewer import decisions, notifications, views
+from elicitation.reviewer import decisions, notifications, preferences, views
 
 urlpatterns: list[URLPattern] = [
     path("", views.dashboard, name="dashboard"),
@@ -24,6 +24,7 @@ urlpatterns: list[URLPattern] = [
         decisions.revoke_remembered,
         name="remembered-revoke",
     ),
+    path("preferences/", preferences.preferences_page, name="preferences"),
     path("reach/waiting", notifications.waiting, name="reach-waiting"),
     path("reach/shown/<uuid:request_id>", notifications.shown, name="reach-shown"),
 ]

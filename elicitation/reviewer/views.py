@@ -1,14 +1,15 @@
 """Reviewer pages: dashboard, queue, request. Views parse input and call one transition, and GET never writes.
 They work without JavaScript; the static scripts under static/reviewhub/ only add live updates, heartbeats, shared drafts and shortcuts."""
 
-from datetime import date
+from datetime import UTC, date
 from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -21,6 +22,7 @@ from elicitation.models import (
     ElicitationRequest,
     Mode,
     Queue,
+    ReviewerReach,
     Status,
 )
 from elicitation.queue import access, audit, clock, quorum, selectors, transitions
@@ -29,6 +31,8 @@ from elicitation.reviewer import forms, presenters
 from elicitation.reviewer.errors import domain_errors_as_pages
 
 PAGE_SIZE = 50
+# The split view's list beside the request (wide screens): enough to see what comes next, cheap to render.
+RAIL_SIZE = 15
 ANSWER_PREFIX = "answer"
 STATUS_FILTERS: dict[str, tuple[str, ...]] = {
     "open": OPEN_STATUSES,
@@ -246,6 +250,9 @@ def render_request_page(
         "can_supervise": access.can_supervise(request.user, found.queue),
         "now": now,
         "overdue": found.is_open and found.deadline <= now,
+        # Without JavaScript, "Take over…" links to ?takeover=1, which renders the confirmation open.
+        "confirm_takeover": request.GET.get("takeover") == "1",
+        "rail": selectors.queue_page(found.queue, statuses=(Status.PENDING,), size=RAIL_SIZE).rows,
     }
     return render(request, "review/request.html", context, status=status)
 
@@ -349,7 +356,7 @@ def _conflict_text(found: ElicitationRequest, user: Any, exc: InvalidTransition,
     return prefix + exc.detail
 
 
-def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> HttpResponseRedirect:
+def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> HttpResponse:
     """Back to the queue, or, with the "open the next request" preference (on by default), straight into the
     next request, claimed: the keyboard loop costs no extra key per answer."""
     done = presenters.ACTION_LABEL[action]
@@ -360,11 +367,24 @@ def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> H
             following = None
         if following is not None:
             messages.success(request, f"{done}. The agent has been told. This is the next request.")
+            if request.POST.get("inline") == "1":
+                return _render_next(request, following.pk)
             return redirect("request", request_id=following.pk)
         messages.success(request, f"{done}. The agent has been told. Nothing else is waiting in this queue.")
         return redirect("queue", slug=found.queue.slug)
     messages.success(request, f"{done}. The agent has been told.")
     return redirect(reverse("queue", kwargs={"slug": found.queue.slug}))
+
+
+def _render_next(request: HttpRequest, request_id: UUID) -> HttpResponse:
+    """The next request's page as the answer's response, saving the keyboard loop the redirect's round trip.
+    Only request.js asks for it (`inline=1`): it moves the address bar to the request's own URL with
+    history.replaceState, so a reload is a GET of that page. Without JavaScript the answer redirects (PRG)."""
+    following = access.reviewable_request(request.user, request_id)
+    audit.record_view(following, user=request.user)
+    response = render_request_page(request, following)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @login_required
@@ -395,6 +415,27 @@ def leave_request(request: HttpRequest, request_id: UUID) -> HttpResponse:
 HISTORY_STATUSES = [("", "Any status"), *[(value, value.capitalize()) for value in Status.values]]
 
 
+def _zone_or_none(name: str | None) -> ZoneInfo | None:
+    if not name or len(name) > 64:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def history_zone(user: Any, browser_zone: str | None) -> ZoneInfo:
+    """The zone whose days the date filter means: the reviewer's saved time zone (reach preferences), else the
+    browser's (the form's `tz`, filled in by reviewhub.js), else UTC. A saved "UTC" is the model's default,
+    indistinguishable from never chosen, so the browser's zone wins over it."""
+    saved = ReviewerReach.objects.filter(user_id=user.pk).values_list("time_zone", flat=True).first()
+    if saved and saved != "UTC":
+        zone = _zone_or_none(saved)
+        if zone is not None:
+            return zone
+    return _zone_or_none(browser_zone) or ZoneInfo("UTC")
+
+
 def _date_or_none(text: str | None) -> date | None:
     try:
         return date.fromisoformat(text) if text else None
@@ -420,15 +461,19 @@ def history_page(request: HttpRequest) -> HttpResponse:
     if status_filter not in Status.values:
         status_filter = ""
     mine = params.get("mine") == "1"
+    since, until = _date_or_none(params.get("since")), _date_or_none(params.get("until"))
+    # Only days need a zone: a search without dates skips the preference lookup.
+    zone = history_zone(user, params.get("tz")) if since or until else None
     filters = selectors.HistoryFilters(
         status=status_filter,
         queue=queue,
         agent_id=agent_id,
         tool=params.get("tool", "").strip()[:200],
         answered_by=user if mine else None,
-        since=_date_or_none(params.get("since")),
-        until=_date_or_none(params.get("until")),
+        since=since,
+        until=until,
         text=params.get("q", "").strip()[:200],
+        zone=zone or UTC,
     )
     page = selectors.history_page(
         user, filters, after=selectors.HistoryCursor.decode(params.get("after")), size=PAGE_SIZE
@@ -445,6 +490,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
             "agents": agents,
             "statuses": HISTORY_STATUSES,
             "searching": bool(selectors.search_words(filters.text)),
+            "zone_name": zone.key if zone else "",
             "next_url": "?" + urlencode({**kept, "after": page.next_cursor.encode()})
             if page.next_cursor
             else None,

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import template
 
+from elicitation.queue import quorum
 from elicitation.reviewer import decisions
 
 register = template.Library()
@@ -14,3 +15,9 @@ register = template.Library()
 @register.simple_tag
 def decision_panel(req: Any, user: Any) -> dict[str, Any]:
     return decisions.panel(req, user)
+
+
+@register.filter
+def approval_counts(policy: Any) -> dict[str, int] | None:
+    """`{{ r.policy|approval_counts }}`: a queue row's "1 of 2 approvals", or None without a quorum."""
+    return quorum.counts(policy)

@@ -79,7 +79,9 @@
   }
 
   function canNotify() {
-    return "Notification" in window && window.Notification.permission === "granted";
+    // Off for this browser when turned off on the preferences page (static/reviewhub/preferences.js).
+    var off = window.ReviewHub && !window.ReviewHub.pref("notify");
+    return "Notification" in window && window.Notification.permission === "granted" && !off;
   }
 
   function notify(item) {

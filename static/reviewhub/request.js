@@ -50,7 +50,7 @@
   function setEditable(editable) {
     if (form) {
       form.querySelectorAll("input, select, textarea, button").forEach(function (element) {
-        if (element.name === "csrfmiddlewaretoken" || element.name === "then") return;
+        if (element.name === "csrfmiddlewaretoken" || element.name === "then" || element.name === "inline") return;
         element.disabled = !editable && !(preview && element.dataset.answer !== "release");
       });
     }
@@ -60,6 +60,8 @@
 
   function show(element, visible) {
     if (element) element.classList.toggle("is-hidden", !visible);
+    var dialog = element && !visible && element.querySelector("dialog[open]");
+    if (dialog) dialog.close();
   }
 
   function setStatus(next) {
@@ -316,6 +318,26 @@
     question.classList.add("is-remote-edit");
   }
 
+  // Draft saves wait a moment: a choice answered at once (y then a) sends only the answer, so no draft request
+  // competes with it for the request's row. Sending the answer drops the saves still waiting.
+  var draftTimers = [];
+  var CHOICE_SAVE_MS = 250;
+
+  function laterSave(question, state, delay) {
+    var timer = window.setTimeout(function () {
+      var at = draftTimers.indexOf(timer);
+      if (at !== -1) draftTimers.splice(at, 1);
+      saveDraft(question, state);
+    }, delay);
+    draftTimers.push(timer);
+    return timer;
+  }
+
+  function dropWaitingSaves() {
+    draftTimers.forEach(window.clearTimeout);
+    draftTimers = [];
+  }
+
   if (form) {
     form.querySelectorAll(".question[data-question]").forEach(function (question) {
       var timer = null;
@@ -323,9 +345,7 @@
         typed = true;
         if (event.target.matches("[data-skip-for]")) return;
         window.clearTimeout(timer);
-        timer = window.setTimeout(function () {
-          saveDraft(question, "draft");
-        }, 300);
+        timer = laterSave(question, "draft", 300);
       });
       question.addEventListener("change", function (event) {
         typed = true;
@@ -341,7 +361,12 @@
           }
           return;
         }
-        saveDraft(question, "submitted");
+        if (event.target.type === "radio" || event.target.type === "checkbox") {
+          if (!mine && preview) claim(); // the claim is not delayed: a teammate must see it at once
+          timer = laterSave(question, "submitted", CHOICE_SAVE_MS);
+        } else {
+          saveDraft(question, "submitted");
+        }
       });
     });
   }
@@ -438,12 +463,21 @@
         }
       }
       submitting = true;
+      dropWaitingSaves();
     });
   }
 
+  /* The answer's response may be the next request's page itself (inline=1, no redirect round trip): the address
+   * bar then still shows the answered request's URL; put the page's own there, so reload and links are right. */
+  if (page.dataset.url && location.pathname !== page.dataset.url) {
+    history.replaceState(null, "", page.dataset.url);
+  }
+
   var thenNext = document.getElementById("then-next");
+  var inlineNext = document.getElementById("inline-next");
   function syncAutoNext() {
     if (thenNext) thenNext.value = RH.pref("autoNext") ? "next" : "";
+    if (inlineNext) inlineNext.value = RH.pref("autoNext") && window.history.replaceState ? "1" : "";
   }
   syncAutoNext();
   document.addEventListener("reviewhub:prefs", syncAutoNext);
@@ -460,6 +494,33 @@
   document.addEventListener("submit", function (event) {
     if (!event.defaultPrevented) submitting = true;
   });
+
+  /* Take over asks first, in a modal dialog: focus starts on Cancel, Escape or Cancel closes it and focus
+   * returns to the trigger; only "Yes, take over" posts. */
+  var takeoverDialog = document.getElementById("takeover-dialog");
+  var takeoverOpen = document.getElementById("takeover-open");
+  if (takeoverDialog && takeoverOpen && takeoverDialog.showModal) {
+    takeoverOpen.addEventListener("click", function (event) {
+      event.preventDefault();
+      var name = document.getElementById("takeover-holder");
+      if (name && holder) name.textContent = holder;
+      if (takeoverDialog.open) takeoverDialog.close();
+      takeoverDialog.showModal();
+      document.getElementById("takeover-cancel").focus();
+    });
+    document.getElementById("takeover-cancel").addEventListener("click", function (event) {
+      event.preventDefault();
+      takeoverDialog.close();
+    });
+    takeoverDialog.addEventListener("close", function () {
+      if (!takeoverForm.classList.contains("is-hidden")) takeoverOpen.focus();
+    });
+    if (takeoverDialog.open) {
+      // Rendered open for ?takeover=1: make it modal like the trigger would.
+      takeoverDialog.close();
+      takeoverDialog.showModal();
+    }
+  }
 
   /* Leaving the page (navigation, tab closed) releases a claim on which nothing was typed. */
   window.addEventListener("pagehide", function () {

@@ -177,6 +177,8 @@
   };
 
   RH.plainKey = function (event) {
+    // An open modal dialog (take over) owns the keyboard: no letter acts on the page behind it.
+    if (document.querySelector("dialog[open]")) return false;
     return !event.ctrlKey && !event.metaKey && !event.altKey && !RH.isTyping(event);
   };
 
@@ -210,7 +212,21 @@
     else form.submit();
   };
 
+  /* Forms that filter by day send the browser's time zone, used when the reviewer saved none (history). */
+  function fillBrowserZone() {
+    var zone = "";
+    try {
+      zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    } catch (error) {
+      return;
+    }
+    document.querySelectorAll("input[data-browser-zone]").forEach(function (input) {
+      if (!input.value) input.value = zone;
+    });
+  }
+
   window.ReviewHub = RH;
+  fillBrowserZone();
   wirePrefs();
   RH.localTimes();
   RH.tick();

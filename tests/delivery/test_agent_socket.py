@@ -222,7 +222,7 @@ async def test_a_revocation_whose_push_was_lost_still_closes_the_socket(
 ) -> None:
     settings.AGENT_SOCKET_RECHECK_SECONDS = 1
     socket = await open_socket(key)
-    monkeypatch.setattr(pushes, "send_to_group", lambda group, message: None)
+    monkeypatch.setattr(pushes, "send_to_groups", lambda batch: None)
 
     await database_sync_to_async(accounts.revoke_agent)(agent)
 

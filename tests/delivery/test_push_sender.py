@@ -1,6 +1,7 @@
 """Pushes: with the in-memory layer, handed to the server's event loop in order (or sent in place when there is
 no server loop); with a networked layer (channels_redis), sent through the layer's public group_send from the
-committing thread itself, on an event loop it borrows for the call."""
+committing thread itself, on an event loop it borrows for the call. The pushes one transaction makes are one
+`on_commit` callback, sent together under one timeout."""
 
 import asyncio
 import threading
@@ -9,8 +10,11 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import transaction
 
 from elicitation.delivery import pushes
+from elicitation.models import ElicitationRequest
+from elicitation.queue import transitions
 
 MESSAGES = 50
 
@@ -187,3 +191,136 @@ async def test_a_push_to_an_unreachable_redis_is_logged_not_raised(
     await sync_to_async(pushes.send_to_group)("push-nowhere", {"type": "test.message"})
 
     assert "waiters fall back to the event feed" in caplog.text
+
+
+# --- one transaction, one batch ------------------------------------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+def push_numbers(callbacks: list[Any]) -> list[list[tuple[str, int]]]:
+    """What each captured push batch would send, as (group, n)."""
+    batches = [callback.batch for callback in callbacks if isinstance(callback, pushes.CommitBatch)]
+    return [[(group, message["n"]) for group, message in batch] for batch in batches]
+
+
+@pytest.mark.django_db
+def test_an_answers_pushes_are_one_callback_after_commit(
+    make_request: Any, reviewer: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    request: ElicitationRequest = make_request()
+    transitions.claim_request(request.pk, user=reviewer)
+    sent: list[list[tuple[str, dict[str, Any]]]] = []
+    monkeypatch.setattr(pushes, "send_to_groups", lambda batch: sent.append(list(batch)))
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        transitions.respond(request.pk, user=reviewer, action="decline")
+
+    assert len([c for c in callbacks if isinstance(c, pushes.CommitBatch)]) == 1
+    [batch] = sent
+    assert [(group, message["type"]) for group, message in batch] == [
+        (pushes.agent_group(request.agent_id), "agent.event"),
+        (pushes.queue_group(request.queue_id), "queue.update"),
+        (pushes.request_group(request.pk), "request.update"),
+    ]
+
+
+@pytest.mark.django_db
+def test_a_rolled_back_savepoint_drops_only_its_own_pushes(django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+        pushes.send_on_commit("a", {"type": "t", "n": 1})
+        with pytest.raises(Boom), transaction.atomic():
+            pushes.send_on_commit("a", {"type": "t", "n": 2})
+            pushes.send_on_commit("b", {"type": "t", "n": 3})
+            raise Boom
+        pushes.send_on_commit("a", {"type": "t", "n": 4})
+
+    assert push_numbers(callbacks) == [[("a", 1), ("a", 4)]]
+
+
+@pytest.mark.django_db
+def test_a_released_savepoints_pushes_keep_their_place(django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+        pushes.send_on_commit("a", {"type": "t", "n": 1})
+        with transaction.atomic():
+            pushes.send_on_commit("a", {"type": "t", "n": 2})
+        pushes.send_on_commit("a", {"type": "t", "n": 3})
+
+    # The later push joins the released savepoint's batch, so group a still hears 1, 2, 3 in order.
+    assert push_numbers(callbacks) == [[("a", 1)], [("a", 2), ("a", 3)]]
+
+
+@pytest.mark.django_db
+def test_a_rolled_back_transaction_pushes_nothing(
+    django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[Any] = []
+    monkeypatch.setattr(pushes, "send_to_groups", sent.append)
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        with pytest.raises(Boom), transaction.atomic():
+            pushes.send_on_commit("a", {"type": "t", "n": 1})
+            raise Boom
+        pushes.send_on_commit("b", {"type": "t", "n": 2})  # a transaction of its own, after the rollback
+
+    assert push_numbers(callbacks) == [[("b", 2)]]
+    assert sent == [[("b", {"type": "t", "n": 2})]]
+
+
+class HungLayer:
+    """A networked layer whose Redis stopped answering: every group_send waits until it is cancelled."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.cancelled: list[str] = []
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        self.started.append(group)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(group)
+            raise
+
+
+def test_a_hung_layer_costs_a_batch_one_budget_not_one_per_push(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = HungLayer()
+    monkeypatch.setattr(pushes, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(pushes, "push_budget_seconds", lambda: 0.2)
+    loops = pushes.PushLoops()
+    monkeypatch.setattr(pushes, "push_loops", loops)
+
+    pushes.send_to_groups([("agent.1", {"n": 1}), ("queue.1", {"n": 2}), ("request.1", {"n": 3})])
+
+    # All three groups were tried at once and given up together; nothing is left running on the loop.
+    assert sorted(layer.started) == sorted(layer.cancelled) == ["agent.1", "queue.1", "request.1"]
+    assert "timed out" in caplog.text and "waiters fall back to the event feed" in caplog.text
+    loop = loops.idle.get_nowait()
+    assert not asyncio.all_tasks(loop)
+
+
+class SlowFirstLayer:
+    """Group a's first push is slow: a's later push must wait for it, group b's must not."""
+
+    def __init__(self) -> None:
+        self.arrived: list[tuple[str, int]] = []
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        if (group, message["n"]) == ("a", 1):
+            await asyncio.sleep(0.05)
+        self.arrived.append((group, message["n"]))
+
+
+def test_a_batch_keeps_each_groups_order_and_groups_do_not_wait_for_each_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    layer = SlowFirstLayer()
+    monkeypatch.setattr(pushes, "get_channel_layer", lambda: layer)
+
+    pushes.send_to_groups([("a", {"n": 1}), ("a", {"n": 2}), ("b", {"n": 3})])
+
+    assert layer.arrived == [("b", 3), ("a", 1), ("a", 2)]

@@ -151,11 +151,6 @@ def test_a_hung_then_dead_redis_costs_no_5xx_and_no_answer(
     assert " 500 " not in server.logs()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="delivery/pushes.py sends an answer's three pushes (agent, queue, request groups) one after another "
-    "before the response, each costing the full Redis timeout while Redis hangs; 1 s rate limit + 3 s measured",
-)
 def test_a_hung_redis_costs_an_answer_at_most_one_redis_timeout(
     server: LiveServer, redis: PausableRedis, queue: Queue, reviewer: Any
 ) -> None:
@@ -169,4 +164,8 @@ def test_a_hung_redis_costs_an_answer_at_most_one_redis_timeout(
     took = timed_answer(server, token, str(request.pk), "hung")
 
     redis.resume()
-    assert took < REDIS_TIMEOUT + 1  # the rate-limit read may cost one timeout; pushes must not add to it
+    # The claim before it met the hang first: its rate-limit read opened the breaker (api/throttling.py), so the
+    # answer pays only its pushes, sent together under one timeout (delivery/pushes.py).
+    print(f"\nanswer while Redis hung: {took:.2f} s")
+    assert took < REDIS_TIMEOUT + 1
+    assert ElicitationRequest.objects.get(pk=request.pk).status == "completed"

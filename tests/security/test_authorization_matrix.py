@@ -281,6 +281,9 @@ HTTP_ROWS = [
     Row("history", "GET", lambda w: "/history/", (LOGIN, LOGIN, LOGIN, 200, 200, 200, 200)),
     Row("reach-waiting", "GET", lambda w: "/reach/waiting", (LOGIN, LOGIN, LOGIN, 200, 200, 200, 200)),
     Row("reach-shown", "POST", lambda w: f"/reach/shown/{rid(w)}", (LOGIN, LOGIN, LOGIN, 200, 403, 200, 200)),
+    # Everyone signed in has preferences of their own (only theirs); a form post without fields is refused.
+    Row("preferences", "GET", lambda w: "/preferences/", (LOGIN, LOGIN, LOGIN, 200, 200, 200, 200)),
+    Row("preferences", "POST", lambda w: "/preferences/", (LOGIN, LOGIN, LOGIN, 400, 400, 400, 400)),
     # Slack signs its interactions; no session or key opens this door, and without a signing secret it is absent.
     Row("api-slack-interactions", "POST", lambda w: "/api/v1/slack/interactions", (404,) * 7),
     Row("queue-row", "GET", lambda w: f"/queues/payments/rows/{rid(w)}", PAGE),

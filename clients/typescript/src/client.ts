@@ -40,6 +40,8 @@ export interface ReviewHubClientOptions {
   webSocket?: WebSocketConstructor;
   /** The agent socket's URL; defaults to `/ws/agent/` on `baseUrl` (ws:// or wss://). */
   wsUrl?: string;
+  /** After the server drops the socket, the first reconnect is spread uniformly over this window. Default 5000. */
+  reconnectSpreadMs?: number;
   /** Seconds per long-poll round while the socket is down. Default 25. */
   longPollSeconds?: number;
   /** The fetch function; defaults to the global one. */
@@ -121,6 +123,7 @@ export class ReviewHubClient {
             webSocket,
             issueTicket: () => this.issueTicket(),
             openTimeoutMs: this.timeoutMs,
+            reconnectSpreadMs: options.reconnectSpreadMs,
           });
   }
 
@@ -295,9 +298,12 @@ export class ReviewHubClient {
         const remaining = deadline - Date.now();
         if (remaining <= 0) throw new WaitTimeout(`No answer to ${requestId} within ${timeoutMs} ms.`, requestId);
         const round = linkedController(signal); // ends this round's sleep and long-poll
-        const wakers: Promise<unknown>[] = [answer.promise, sleep(remaining, round.signal)];
+        // Dropped by the server and reconnecting at its spread moment: wait for the socket (its resume brings what
+        // is answered meanwhile) instead of bringing the whole herd back at once as long-polls.
+        const comingBack = socket !== null && !socket.connected ? socket.backWithinMs() : 0;
+        const wakers: Promise<unknown>[] = [answer.promise, sleep(Math.min(remaining, comingBack || remaining), round.signal)];
         if (socket !== null && !socket.unusable) wakers.push(socket.stateChanged());
-        if (socket === null || !socket.connected) {
+        if ((socket === null || !socket.connected) && comingBack === 0) {
           // No socket right now: long-poll, while the socket (if any) tries to come back.
           const seconds = Math.min(remaining, this.longPollSeconds * 1000) / 1000;
           wakers.push(

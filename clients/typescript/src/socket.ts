@@ -3,9 +3,14 @@
 import { AuthenticationError, NotFoundError, ReviewHubError } from "./errors.js";
 import type { AgentEvent } from "./models.js";
 import { OPEN_STATUSES } from "./models.js";
-import { Deferred, backoffDelay, sleep } from "./timing.js";
+import { Deferred, backoffDelay, sleep, spreadDelay } from "./timing.js";
 
 export const CLOSE_UNAUTHORIZED = 4401;
+/** The server closed a socket that could not keep up with its frames: reconnect and resume from the cursor. */
+export const CLOSE_RESUME = 4008;
+/** After the server drops an established socket (a restart, a crash, 1001/1006/1011/1012, or CLOSE_RESUME), the
+ * first reconnect waits a uniform random time in [0, this): 5,000 agents of a dead process return over 5 s. */
+export const RECONNECT_SPREAD_MS = 5000;
 
 /** The part of the WHATWG WebSocket the client uses; browsers', Node's (22+, or 20 with
  * `--experimental-websocket`) and the `ws` package's sockets all fit. */
@@ -30,6 +35,8 @@ export interface AgentSocketOptions {
   issueTicket: () => Promise<string>;
   /** How long to wait for the socket to open and say hello. */
   openTimeoutMs: number;
+  /** The window the first reconnect after a server drop is spread over (default RECONNECT_SPREAD_MS). */
+  reconnectSpreadMs?: number;
 }
 
 /**
@@ -43,6 +50,10 @@ export class AgentSocket {
   connected = false;
   /** The server has no socket for us (no ticket endpoint): waits long-poll only. */
   unusable = false;
+  /** The close code of the last connection (undefined: it never opened, or was cut without one). */
+  lastCloseCode: number | undefined = undefined;
+  /** Date.now() by which the spread reconnect after a server drop should be connected; null otherwise. */
+  private backBy: number | null = null;
   private ahead = new Set<number>();
   private ws: WebSocketLike | null = null;
   private running: Promise<void> | null = null;
@@ -75,6 +86,12 @@ export class AgentSocket {
   stateChanged(): Promise<void> {
     if (this.changed.settled) this.changed = new Deferred<void>();
     return this.changed.promise;
+  }
+
+  /** Milliseconds until the spread reconnect after a server drop is due to be connected (0: not reconnecting so).
+   * Waits wait for it rather than long-polling: the resume brings whatever is answered meanwhile. */
+  backWithinMs(): number {
+    return this.backBy === null ? 0 : Math.max(0, this.backBy - Date.now());
   }
 
   /** Each event of the agent's feed this socket sees, once, from the moment it first connected. */
@@ -141,12 +158,24 @@ export class AgentSocket {
         this.ws = null;
         this.setConnected(false);
       }
+      this.lastCloseCode = code;
       if (code === CLOSE_UNAUTHORIZED && greeted) {
         this.failAll(new AuthenticationError("The agent key was revoked or rotated.", { code: "unauthenticated" }));
+      }
+      if (this.closing.signal.aborted) break;
+      if (greeted && code !== CLOSE_UNAUTHORIZED) {
+        // The server dropped a live socket (1001, 1006, 1011, 1012, CLOSE_RESUME "too slow": never an error), and
+        // with it every other socket it held: spread the first reconnect over the whole window (full jitter).
+        failures = 0;
+        const delay = spreadDelay(this.options.reconnectSpreadMs ?? RECONNECT_SPREAD_MS);
+        this.backBy = Date.now() + delay + this.options.openTimeoutMs;
+        await sleep(delay, this.closing.signal);
+        continue;
       }
       // Refused before the hello, the ticket was: spent, expired, or issued in the same second as another
       // socket's (the server's tickets are not unique within a second). The next ticket request says whether the
       // key itself is still good.
+      this.backBy = null;
       failures = greeted ? 0 : failures + 1;
       await sleep(backoffDelay(Math.min(failures, 6), 200, 5000), this.closing.signal);
     }

@@ -49,6 +49,12 @@ export function backoffDelay(attempt: number, baseMs = 250, capMs = 5000): numbe
   return ceiling / 2 + Math.random() * (ceiling / 2);
 }
 
+/** Full jitter over `windowMs`: the first reconnect after a server drops its sockets. Every client that process
+ * held saw the drop at the same instant; spread uniformly, they come back at a steady rate, not all at once. */
+export function spreadDelay(windowMs: number): number {
+  return Math.random() * windowMs;
+}
+
 /** A controller whose signal also aborts when any of `parents` does (AbortSignal.any is not everywhere yet). */
 export function linkedController(...parents: (AbortSignal | undefined)[]): AbortController {
   const controller = new AbortController();

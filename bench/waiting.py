@@ -1,0 +1,299 @@
+"""#5 Idle waiters at scale: 20,000 waiting agents on one daphne process cost the database what 1,000 do.
+
+One daphne process; half the waiters are agent WebSockets (`/ws/agent/`, hello, `resume`, `subscribe` to the
+agent's own pending request), half are long-polls (`GET /api/v1/requests/<id>?wait=60` on another pending
+request of the same agent, re-issued on the same keep-alive connection as each returns). Nothing is answered:
+the figures are what waiting costs. First 1,000 waiters (the baseline), then 20,000, on the same process.
+
+Database load is counted by PostgreSQL itself: `xact_commit + xact_rollback` of the bench database in
+`pg_stat_database`, read from another database so the reading adds nothing. Django runs in autocommit, so each
+query outside an atomic block is one transaction; a batched recheck inside `atomic` counts once (pg_stat_statements
+would count statements, but it needs `shared_preload_libraries` and a restart, which this machine's PostgreSQL
+does not have). Index and sequential scans on the app's tables (`pg_stat_user_tables`) are in the details.
+Backends flush their counters at most once a second while busy (10 s when idle), so the idle window is long.
+"""
+
+import asyncio
+import json
+import time
+from collections import Counter
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+import websockets
+
+from bench import fixtures
+from bench.harness import (
+    Context,
+    Figure,
+    Report,
+    Server,
+    bench_env,
+    cpu_seconds,
+    raise_fd_limit,
+    rss_kib,
+)
+from reviewhub_client.client import backoff_delay
+
+NAME = "waiting"
+TITLE = "Idle waiters at scale: database cost per process, not per waiter"
+PREFIX = "bench-waiting"
+WAITERS = 20_000
+BASELINE_WAITERS = 1_000
+LONG_POLL_SECONDS = 60
+IDLE_SECONDS = 40.0
+QUERIES_TARGET = 20.0  # per second, whatever the number of waiters
+UNBOUND_RATES = {"AGENT_RATE": "100000000/min", "REVIEWER_RATE": "100000000/min"}
+OPENING = 64  # handshakes and first long-polls in flight at once
+HANDSHAKE_ATTEMPTS = 5
+SETTLE_SECONDS = 12.0
+
+
+def run(ctx: Context) -> Report:
+    report = Report(NAME, TITLE)
+    raise_fd_limit()
+    big, small = (2_000, 200) if ctx.quick else (WAITERS, BASELINE_WAITERS)
+    idle = 15.0 if ctx.quick else IDLE_SECONDS
+    agents_needed = big // 2
+    fixtures.purge(PREFIX)
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        queue = fixtures.create_queue(PREFIX)
+        ctx.progress.start(f"creating {agents_needed:,} agents and {big:,} requests")
+        agents = fixtures.create_agents(PREFIX, agents_needed, queue)
+        requests = fixtures.requests_per_agent(queue, [a.id for a in agents], 2)
+        with Server("daphne", env=UNBOUND_RATES, role="waiting", start_timeout=120) as server:
+            for count in (small, big):
+                chosen = agents[: count // 2]
+                waits = [(a, requests[a.id][0], requests[a.id][1]) for a in chosen]
+                results[str(count)] = asyncio.run(measure(ctx, server, waits, idle))
+    finally:
+        fixtures.purge(PREFIX)
+
+    b, s = results[str(big)], results[str(small)]
+    report.add(
+        Figure(
+            f"database transactions per second, {big:,} idle waiters",
+            b["db_per_s"],
+            "/s",
+            f"≤ {QUERIES_TARGET:.0f}/s",
+            b["db_per_s"] <= QUERIES_TARGET,
+            s["db_per_s"],
+            f"{small:,} waiters",
+            b["db_per_s"] / s["db_per_s"] if s["db_per_s"] else None,
+        ),
+        Figure(
+            f"database transactions per second, {small:,} idle waiters",
+            s["db_per_s"],
+            "/s",
+            f"≤ {QUERIES_TARGET:.0f}/s",
+            s["db_per_s"] <= QUERIES_TARGET,
+        ),
+        Figure(
+            f"server CPU while {big:,} waiters idle",
+            b["idle_cpu_percent"],
+            "% of a core",
+            "reported",
+            None,
+            s["idle_cpu_percent"],
+            f"{small:,} waiters",
+            b["idle_cpu_percent"] / s["idle_cpu_percent"] if s["idle_cpu_percent"] else None,
+        ),
+        Figure(f"RSS growth per waiter ({big:,})", b["kib_per_waiter"], "KiB", "reported", None),
+        Figure(
+            f"waiters still waiting after idling (of {big:,})",
+            b["waiting_after_idle"],
+            "",
+            f"{big:,}",
+            b["waiting_after_idle"] == big,
+        ),
+        Figure(
+            "failed handshakes, long-poll errors and 5xx (both runs)",
+            b["failures"] + s["failures"],
+            "",
+            "0",
+            b["failures"] + s["failures"] == 0,
+        ),
+    )
+    report.details = results
+    report.notes.append(
+        f"One daphne process; {big:,} waiters = {big // 2:,} agents, each with one WebSocket subscribed to a "
+        f"pending request and one long-poll (`?wait={LONG_POLL_SECONDS}`, re-issued as it returns) on another; "
+        f"baseline {small:,} waiters on the same process first. Idle window {idle:.0f} s after a {SETTLE_SECONDS:.0f} s settle. "
+        "Database cost = transactions committed or rolled back in the bench database (pg_stat_database, read "
+        "from another database); pg_stat_statements is not preloaded here. RSS per waiter = (RSS with every "
+        "waiter open - RSS before opening) / waiters. Clients: one asyncio process, raw HTTP/1.1 for the "
+        f"long-polls, {OPENING} connections opened at a time."
+    )
+    return report
+
+
+class LongPoller:
+    """One agent's long-poll on one request over one keep-alive HTTP/1.1 connection, re-issued as it returns."""
+
+    def __init__(self, host: str, port: int, key: str, request_id: str, outcomes: Counter[str]) -> None:
+        self.host, self.port, self.key, self.request_id = host, port, key, request_id
+        self.outcomes = outcomes
+        self.first_sent = asyncio.Event()
+        self.waiting = False
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def run(self) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+        except OSError as exc:
+            self.outcomes[f"connect {type(exc).__name__}"] += 1
+            self.first_sent.set()
+            return
+        self.writer = writer
+        request = (
+            f"GET /api/v1/requests/{self.request_id}?wait={LONG_POLL_SECONDS} HTTP/1.1\r\n"
+            f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {self.key}\r\n\r\n"
+        ).encode()
+        try:
+            while True:
+                writer.write(request)
+                await writer.drain()
+                self.waiting = True
+                self.first_sent.set()
+                status_line = await reader.readline()
+                if not status_line:
+                    self.outcomes["closed by server"] += 1
+                    return
+                status = int(status_line.split()[1])
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                body = await reader.readexactly(length)
+                self.waiting = False
+                returned = json.loads(body).get("status") if status == 200 else None
+                self.outcomes[f"{status} {returned}" if status == 200 else f"HTTP {status}"] += 1
+                if status != 200 or returned != "pending":
+                    return
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            self.waiting = False
+            self.outcomes[type(exc).__name__] += 1
+        finally:
+            self.first_sent.set()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def database_counters() -> tuple[int, int]:
+    """(transactions, index + sequential scans on the app's tables) of the bench database so far."""
+    url = bench_env()["DATABASE_URL"]
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (name,)
+        ).fetchone()
+    with psycopg.connect(url, autocommit=True) as conn:
+        scans = conn.execute(
+            "SELECT coalesce(sum(coalesce(idx_scan, 0) + coalesce(seq_scan, 0)), 0) FROM pg_stat_user_tables "
+            "WHERE relname LIKE 'elicitation_%%'"
+        ).fetchone()
+    return int(row[0]) if row else 0, int(scans[0]) if scans else 0
+
+
+async def measure(
+    ctx: Context, server: Server, waits: list[tuple[fixtures.Credential, str, str]], idle: float
+) -> dict[str, Any]:
+    count = 2 * len(waits)
+    url = server.ws_url + "/ws/agent/"
+    host, port = urlsplit(server.base_url).hostname or "127.0.0.1", server.port
+    outcomes: Counter[str] = Counter()
+    sockets: list[Any] = []
+    gate = asyncio.Semaphore(OPENING)
+    await asyncio.sleep(2)
+    rss_before = rss_kib(server.pid)
+
+    async def open_socket(agent: fixtures.Credential, request_id: str) -> None:
+        # As an agent would: a handshake the server dropped (daphne gives up on one not accepted within its
+        # connect timeout) is retried with the client library's backoff; what still fails is counted.
+        async with gate:
+            for attempt in range(HANDSHAKE_ATTEMPTS):
+                try:
+                    socket = await websockets.connect(
+                        url,
+                        additional_headers={"Authorization": f"Bearer {agent.key}"},
+                        open_timeout=120,
+                        ping_interval=None,  # idle means idle
+                        max_queue=4,
+                    )
+                    hello = json.loads(await asyncio.wait_for(socket.recv(), 120))
+                    await socket.send(json.dumps({"type": "resume", "after": int(hello.get("cursor", 0))}))
+                    await socket.send(json.dumps({"type": "subscribe", "ids": [request_id]}))
+                    sockets.append(socket)
+                    break
+                except Exception as exc:
+                    last = attempt == HANDSHAKE_ATTEMPTS - 1
+                    outcomes[f"handshake {'failed' if last else 'retried'} {type(exc).__name__}"] += 1
+                    if not last:
+                        await asyncio.sleep(backoff_delay(attempt))
+            ctx.progress.update(len(sockets) + len(pollers))
+
+    pollers: list[LongPoller] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start_poll(agent: fixtures.Credential, request_id: str) -> None:
+        async with gate:
+            poller = LongPoller(host, port, agent.key, request_id, outcomes)
+            pollers.append(poller)
+            tasks.append(asyncio.ensure_future(poller.run()))
+            await poller.first_sent.wait()
+            ctx.progress.update(len(sockets) + len(pollers))
+
+    ctx.progress.start(f"opening {count:,} waiters", count)
+    opening_started = time.monotonic()
+    await asyncio.gather(
+        *(open_socket(agent, first) for agent, first, _ in waits),
+        *(start_poll(agent, second) for agent, _, second in waits),
+    )
+    opening = time.monotonic() - opening_started
+    ctx.progress.start(f"{count:,} waiters: settling, then idle {idle:.0f} s")
+    # Backends hold up to 10 s of counters while idle (PGSTAT_IDLE_INTERVAL): let the opening's flush first.
+    await asyncio.sleep(SETTLE_SECONDS)
+    rss_open = rss_kib(server.pid)
+    db_before, scans_before = await asyncio.to_thread(database_counters)
+    cpu_before = cpu_seconds(server.pid)
+    began = time.monotonic()
+    await asyncio.sleep(idle)
+    db_after, scans_after = await asyncio.to_thread(database_counters)
+    elapsed = time.monotonic() - began
+    idle_cpu = (cpu_seconds(server.pid) - cpu_before) / elapsed * 100
+    open_sockets = sum(1 for s in sockets if s.state.name == "OPEN")
+    polling = sum(1 for task in tasks if not task.done())  # a long-poll that ended badly ended its task
+
+    ctx.progress.start(f"{count:,} waiters: closing")
+    for task in tasks:
+        task.cancel()
+    for poller in pollers:
+        poller.close()
+    for start in range(0, len(sockets), 500):
+        await asyncio.gather(*(s.close() for s in sockets[start : start + 500]), return_exceptions=True)
+    await asyncio.gather(*tasks, return_exceptions=True)
+    failures = sum(
+        n for outcome, n in outcomes.items() if outcome != "200 pending" and "retried" not in outcome
+    )
+    return {
+        "waiters": count,
+        "sockets_open": open_sockets,
+        "long_polls_waiting": polling,
+        "waiting_after_idle": open_sockets + polling,
+        "db_transactions": db_after - db_before,
+        "db_per_s": round((db_after - db_before) / elapsed, 2),
+        "table_scans_per_s": round((scans_after - scans_before) / elapsed, 2),
+        "idle_seconds": round(elapsed, 1),
+        "idle_cpu_percent": round(idle_cpu, 1),
+        "rss_before_kib": rss_before,
+        "rss_open_kib": rss_open,
+        "kib_per_waiter": round((rss_open - rss_before) / max(count, 1), 1),
+        "opening_seconds": round(opening, 1),
+        "long_poll_outcomes": dict(outcomes),
+        "failures": failures,
+    }

@@ -1,0 +1,219 @@
+"""What intake costs, pinned: the statements one create runs, and the hand-built SQL on its hot path (the queue a
+key may post to, the agent of a key, the audit INSERT, the arrival reach check) reading and writing exactly what
+the ORM would. Validation errors keep their field and reason."""
+
+from typing import Any
+
+import pytest
+from django.forms.models import model_to_dict
+from rest_framework.test import APIClient
+
+from elicitation.delivery import reach_receivers
+from elicitation.models import (
+    Agent,
+    Channel,
+    ElicitationRequest,
+    Queue,
+    QueuePolicy,
+    ReachRule,
+    RequestEvent,
+)
+from elicitation.queue import accounts, audit, keys, rules, transitions
+from tests.conftest import FORM_SCHEMA
+
+pytestmark = pytest.mark.django_db
+
+BODY = {"message": "Approve transfer of 100 EUR?", "mode": "form", "requestedSchema": FORM_SCHEMA}
+
+
+def post(client: APIClient, **body: Any) -> Any:
+    return client.post("/api/v1/requests", {**BODY, "queue": "payments", **body}, format="json")
+
+
+def concrete_values(instance: Any) -> dict[str, Any]:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+# --- statements per create ------------------------------------------------------------------------------------
+
+
+def test_a_create_runs_seven_statements_and_reads_no_audit_head(
+    agent_client: APIClient, django_assert_num_queries: Any
+) -> None:
+    """The agent (by key prefix), the queue with its policy (one join), the request INSERT, the audit INSERT
+    (a create chains to nothing, so no head read), whether anyone is reached on arrival, and the savepoint
+    around both INSERTs (BEGIN/COMMIT outside a test's transaction)."""
+    with django_assert_num_queries(7) as captured:
+        response = post(agent_client)
+    assert response.status_code == 201, response.json()
+    statements = [query["sql"].upper() for query in captured.captured_queries]
+    inserts = [sql for sql in statements if sql.startswith("INSERT")]
+    assert len(inserts) == 2
+    assert any('"ELICITATION_ELICITATIONREQUEST"' in sql for sql in inserts)
+    assert any('"ELICITATION_REQUESTEVENT"' in sql for sql in inserts)
+    selects = [sql for sql in statements if sql.startswith("SELECT")]
+    assert len(selects) == 3
+    assert not any('FROM "ELICITATION_REQUESTEVENT"' in sql for sql in selects)
+    event = RequestEvent.objects.get(request_id=response.json()["id"])
+    assert (event.kind, event.prev_hash, event.to_status) == ("created", "", "pending")
+    assert list(audit.verify_chains([event.request_id])) == []
+
+
+def test_a_queue_with_a_policy_costs_no_extra_read(
+    agent_client: APIClient, queue: Queue, django_assert_num_queries: Any
+) -> None:
+    QueuePolicy.objects.create(queue=queue)
+    with django_assert_num_queries(7):
+        assert post(agent_client).status_code == 201
+
+
+# --- the queue a key may post to ----------------------------------------------------------------------------------
+
+
+def test_postable_queue_reads_what_the_orm_reads_with_and_without_a_policy(
+    agent: Agent, queue: Queue, other_queue: Queue, django_assert_num_queries: Any
+) -> None:
+    agent.queues.add(other_queue)
+    policy = QueuePolicy.objects.create(queue=queue, quorum={"approvals": 2, "note": "ünï"}, round_cap=3)
+    with django_assert_num_queries(1):
+        loaded = transitions.postable_queue(agent.pk, "payments")
+    assert loaded is not None
+    with django_assert_num_queries(0):
+        loaded_policy = rules.queue_policy(loaded)
+        assert loaded_policy is not None
+        assert loaded_policy.queue is loaded
+    orm = agent.queues.select_related("policy").get(slug="payments")
+    assert concrete_values(loaded) == concrete_values(orm)
+    assert concrete_values(loaded_policy) == concrete_values(policy) == concrete_values(orm.policy)
+    assert loaded_policy.quorum == {"approvals": 2, "note": "ünï"}
+
+    with django_assert_num_queries(1):
+        without = transitions.postable_queue(agent.pk, "other")
+    assert without is not None
+    with django_assert_num_queries(0):
+        assert rules.queue_policy(without) is None
+    assert concrete_values(without) == concrete_values(Queue.objects.get(slug="other"))
+
+
+def test_postable_queue_refuses_queues_the_agent_may_not_post_to(
+    agent: Agent, other_queue: Queue, make_agent: Any
+) -> None:
+    assert transitions.postable_queue(agent.pk, "other") is None
+    assert transitions.postable_queue(agent.pk, "no-such-queue") is None
+    stranger, _ = make_agent("stranger", other_queue)
+    assert transitions.postable_queue(stranger.pk, "payments") is None
+
+
+def test_posting_to_a_queue_of_another_agent_is_a_400_naming_queue(
+    agent_client: APIClient, other_queue: Queue
+) -> None:
+    response = post(agent_client, queue="other")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"queue": "unknown queue, or not one this key may post to"}
+    assert ElicitationRequest.objects.count() == 0
+
+
+# --- the agent of a key ---------------------------------------------------------------------------------------
+
+
+def test_the_agent_of_a_key_is_the_row_the_orm_reads(agent_with_key: tuple[Agent, str]) -> None:
+    agent, key = agent_with_key
+    Agent.objects.filter(pk=agent.pk).update(scopes=["requests", "flows"], callback_url="https://a.example/h")
+    found = keys.agent_for_key(key)
+    assert found is not None
+    assert concrete_values(found) == concrete_values(Agent.objects.get(pk=agent.pk))
+    assert found.scopes == ["requests", "flows"]
+
+
+def test_no_agent_for_a_wrong_revoked_or_unknown_key(agent_with_key: tuple[Agent, str]) -> None:
+    agent, key = agent_with_key
+    prefix = keys.split_prefix(key, "rh")
+    assert keys.agent_for_key(f"rh_{prefix}_not-the-secret") is None
+    assert keys.agent_for_key("rh_00000000_whatever") is None
+    accounts.revoke_agent(agent)
+    assert keys.agent_for_key(key) is None
+
+
+# --- the audit INSERT -----------------------------------------------------------------------------------------
+
+
+def test_an_audit_row_is_stored_as_the_orm_would_and_its_chain_verifies(
+    make_request: Any, agent: Agent, reviewer: Any
+) -> None:
+    request = make_request()
+    detail = {"note": "ünïcode ✓", "nested": {"list": [1, 2.5, None, True]}, "quote": 'it\'s "x"'}
+    event = audit.record_event(request, "noted", actor_user=reviewer, from_status="pending", detail=detail)
+    assert event.pk is not None
+    assert not event._state.adding
+    stored = RequestEvent.objects.get(pk=event.pk)
+    assert model_to_dict(stored) == model_to_dict(event)
+    assert stored.at == event.at
+    assert stored.detail == detail
+    assert stored.prev_hash == RequestEvent.objects.filter(request=request).order_by("id").first().hash  # type: ignore[union-attr]
+    assert list(audit.verify_chains([request.pk])) == []
+
+
+def test_an_edited_audit_row_is_still_caught(make_request: Any) -> None:
+    request = make_request()
+    event = audit.record_event(request, "noted", detail={"n": 1})
+    RequestEvent.objects.filter(pk=event.pk).update(detail={"n": 2})
+    assert [problem.problem for problem in audit.verify_chains([request.pk])] == ["edited"]
+
+
+# --- who is reached on arrival ----------------------------------------------------------------------------------
+
+
+def test_the_arrival_check_counts_only_tier_0_rules_off_the_browser(queue: Queue, other_queue: Queue) -> None:
+    assert not reach_receivers._has_rules(queue.pk, 0)
+    ReachRule.objects.create(queue=queue, tier=0, channel=Channel.BROWSER)
+    ReachRule.objects.create(queue=queue, tier=1, channel=Channel.EMAIL)
+    ReachRule.objects.create(queue=other_queue, tier=0, channel=Channel.EMAIL)
+    assert not reach_receivers._has_rules(queue.pk, 0)
+    assert reach_receivers._has_rules(queue.pk, 1)
+    ReachRule.objects.create(queue=queue, tier=0, channel=Channel.EMAIL)
+    assert reach_receivers._has_rules(queue.pk, 0)
+
+
+# --- validation keeps its field and reason --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        ({"message": ""}, {"message": "This field may not be blank."}),
+        ({"mode": "telepathy"}, {"mode": '"telepathy" is not a valid choice.'}),
+        ({"priority": 5000}, {"priority": "Ensure this value is less than or equal to 1000."}),
+        ({"expiresIn": 0}, {"expiresIn": "Ensure this value is greater than or equal to 1."}),
+        ({"surprise": 1}, {"surprise": "unknown field"}),
+        ({"url": "https://example.com"}, {"url": "only allowed in url mode"}),
+        (
+            {"queue": "not a slug!"},
+            {"queue": 'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.'},
+        ),
+    ],
+)
+def test_envelope_errors_name_the_field_and_the_reason(
+    agent_client: APIClient, body: dict[str, Any], fields: dict[str, str]
+) -> None:
+    response = post(agent_client, **body)
+    assert response.status_code == 400, response.json()
+    assert response.json()["fields"] == fields
+    assert ElicitationRequest.objects.count() == 0
+
+
+def test_schema_errors_name_the_json_path_and_the_reason(agent_client: APIClient) -> None:
+    schema = {"type": "object", "properties": {"ok": {"type": "string"}, "bad": {"type": "object"}}}
+    response = post(agent_client, requestedSchema=schema)
+    assert response.status_code == 400, response.json()
+    assert response.json()["fields"] == {
+        "requestedSchema.properties.bad.type": "nested objects are not supported"
+    }
+    assert ElicitationRequest.objects.count() == 0
+
+
+def test_the_key_lookup_runs_before_anything_is_stored(django_assert_num_queries: Any, agent: Agent) -> None:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer rh_00000000_nobody")
+    with django_assert_num_queries(1):
+        assert post(client).status_code == 401
+    assert ElicitationRequest.objects.count() == 0

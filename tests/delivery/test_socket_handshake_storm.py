@@ -1,0 +1,108 @@
+"""A reconnect storm on one process: every handshake is answered (hello, or 4401 for a bad key), and no more than
+AGENT_SOCKET_HANDSHAKE_CONCURRENCY of them read the database at once (counted, not timed)."""
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from elicitation.delivery import agent_socket
+from elicitation.models import Agent, ElicitationRequest
+from reviewhub.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T = TypeVar("T")
+SOCKETS = 200
+BAD_KEYS = 20
+Answer = Callable[..., Awaitable[ElicitationRequest]]
+
+
+class ConcurrencyCount:
+    """Wraps each database read the consumer makes: how many run at once, at most."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+        self.calls = 0
+        self.database_call = agent_socket.database_call
+
+    def __call__(self, read: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+        def counted(*args: Any) -> T:
+            with self.lock:
+                self.running += 1
+                self.calls += 1
+                self.peak = max(self.peak, self.running)
+            try:
+                time.sleep(0.003)  # a database under load: reads overlap if nothing stops them
+                return read(*args)
+            finally:
+                with self.lock:
+                    self.running -= 1
+
+        return self.database_call(counted)
+
+
+async def handshake(key: str) -> tuple[WebsocketCommunicator, dict[str, Any]]:
+    socket = WebsocketCommunicator(
+        application, "/ws/agent/", headers=[(b"authorization", f"Bearer {key}".encode())]
+    )
+    connected, _ = await socket.connect(timeout=30)
+    assert connected
+    return socket, await socket.receive_output(timeout=30)
+
+
+async def test_two_hundred_concurrent_handshakes_all_get_hello_through_a_bounded_number_of_database_slots(
+    agent_with_key: tuple[Agent, str],
+    make_request: Callable[..., ElicitationRequest],
+    answer: Answer,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY = 2
+    _, key = agent_with_key
+    await answer(await database_sync_to_async(make_request)())
+    counter = ConcurrencyCount()
+    monkeypatch.setattr(agent_socket, "database_call", counter)
+    keys = [key] * SOCKETS + [key[:-4] + "nope"] * BAD_KEYS
+
+    results = await asyncio.gather(*(handshake(k) for k in keys))
+
+    try:
+        firsts = [first for _, first in results]
+        hellos = [f for f in firsts[:SOCKETS] if f.get("type") == "websocket.send"]
+        assert len(hellos) == SOCKETS
+        assert {h["text"] for h in hellos} == {'{"type": "hello", "cursor": 1}'}
+        assert firsts[SOCKETS:] == [{"type": "websocket.close", "code": 4401}] * BAD_KEYS
+        assert (
+            counter.calls == 2 * SOCKETS + BAD_KEYS
+        )  # key lookup and head read; a bad key stops at the first
+        assert 1 < counter.peak <= 2
+    finally:
+        await asyncio.gather(*(socket.disconnect() for socket, _ in results))
+
+
+async def test_a_socket_opened_during_a_storm_still_gets_its_pushes(
+    agent_with_key: tuple[Agent, str],
+    make_request: Callable[..., ElicitationRequest],
+    answer: Answer,
+    settings: Any,
+) -> None:
+    settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY = 1
+    _, key = agent_with_key
+    request = await database_sync_to_async(make_request)()
+    results = await asyncio.gather(*(handshake(key) for _ in range(50)))
+    try:
+        socket = results[-1][0]
+        await socket.send_json_to({"type": "resume", "after": 0})
+        assert await socket.receive_json_from(timeout=5) == {"type": "resumed", "cursor": 0}
+        await answer(request)
+        assert (await socket.receive_json_from(timeout=5))["cursor"] == 1
+    finally:
+        await asyncio.gather(*(socket.disconnect() for socket, _ in results))
