@@ -222,6 +222,9 @@ async def measure(
     committed: dict[str, float] = {}
     latencies: list[tuple[float, float]] = []  # (committed at, seconds)
     answer_statuses: Counter[int] = Counter()
+    offered: list[
+        float
+    ] = []  # when each answer was sent: the rate counts only while answers were still offered
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     in_flight = asyncio.Semaphore(IN_FLIGHT)
     killed_at = 0.0
@@ -234,6 +237,7 @@ async def measure(
                 return
             request_id = order[index]
             began = time.monotonic()
+            offered.append(began)
             async with in_flight:
                 try:
                     response = await client.post(
@@ -290,8 +294,12 @@ async def measure(
         return [seconds for at, seconds in latencies if start <= at < end]
 
     before = window(killed_at - BEFORE_SECONDS + 1, killed_at)  # the first second warms up
-    during = window(killed_at, storm_ended)
+    # A short run can run out of requests to answer before every agent is back: the rate during the storm is
+    # counted over the part of it in which answers were still being offered.
+    offering_ended = min(storm_ended, max(offered, default=storm_ended) + 1.0 / RATE)
+    during = window(killed_at, offering_ended)
     storm_seconds = max(storm_ended - killed_at, 0.001)
+    offering_seconds = max(offering_ended - killed_at, 0.001)
     return {
         "agents": len(sockets),
         "cut_off": len(cut),
@@ -299,7 +307,7 @@ async def measure(
         "not_resumed": not_resumed,
         "storm_seconds": round(storm_seconds, 2),
         "rate_before": round(len(before) / (BEFORE_SECONDS - 1), 1),
-        "rate_during": round(len(during) / storm_seconds, 1),
+        "rate_during": round(len(during) / offering_seconds, 1),
         "answer_p99_before_ms": round(percentile(before, 99) * 1000, 1) if before else float("nan"),
         "answer_p99_during_ms": round(percentile(during, 99) * 1000, 1) if during else float("nan"),
         "answers_committed": len(committed),

@@ -43,6 +43,8 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 CLOSE_UNAUTHORIZED = 4401
 # The server closed a socket that could not keep up with its frames: reconnect and resume from the cursor.
 CLOSE_RESUME = 4008
+# The server is busy with a reconnect storm and refused the handshake before any work: spread, then return.
+CLOSE_TRY_AGAIN_LATER = 1013
 Payload = dict[str, Any]
 
 
@@ -353,8 +355,9 @@ def result_of(request_id: str, payload: Payload) -> ElicitResult:
 # statuses (a server without the route, say): long-polls carry the waits meanwhile.
 SOCKET_RETRY_CAP_SECONDS = 5.0
 SOCKET_RETRY_SLOW_CAP_SECONDS = 60.0
-# After the server drops an established socket (a restart, a crash, 1001/1006/1011/1012, or CLOSE_RESUME), the
-# first reconnect waits a uniform random time in [0, this): 5,000 agents of a dead process return over 5 s.
+# After the server drops an established socket (a restart, a crash, 1001/1006/1011/1012, or CLOSE_RESUME), or
+# refuses a handshake with CLOSE_TRY_AGAIN_LATER, the first reconnect waits a uniform random time in [0, this):
+# 5,000 agents of a dead process return over 5 s.
 RECONNECT_SPREAD_SECONDS = 5.0
 
 
@@ -484,8 +487,8 @@ class AgentSocket:
             except ConnectionClosed as exc:
                 # Any other close (1001, 1006, 1011, 1012, CLOSE_RESUME "too slow") of a greeted socket is a drop:
                 # reconnect and resume from the cursor, never an error for the waits.
-                dropped = self.connected
                 self.last_close_code = exc.rcvd.code if exc.rcvd is not None else None
+                dropped = self.connected or self.last_close_code == CLOSE_TRY_AGAIN_LATER
                 if exc.rcvd is not None and exc.rcvd.code == CLOSE_UNAUTHORIZED:
                     self._fail_all(AuthenticationError("The agent key was refused, revoked or rotated."))
                     dropped = False

@@ -22,6 +22,7 @@ T = TypeVar("T")
 MAX_SUBSCRIBE_IDS = 500
 REPLAY_BATCH = 1000
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_TRY_AGAIN_LATER = 1013  # RFC 6455: the server is overloaded; reconnect after a spread delay
 
 
 def agent_from_scope(scope: dict[str, Any]) -> Agent | None:
@@ -62,24 +63,48 @@ def events_after(agent_id: int, cursor: int) -> list[dict[str, Any]]:
     return [event.payload for event in selectors.agent_events_after(agent_id, cursor, limit=REPLAY_BATCH)]
 
 
-_handshake_slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
+class HandshakeGate:
+    """The handshakes of one process (event loop): at most AGENT_SOCKET_HANDSHAKE_CONCURRENCY read the database at
+    once, and at most AGENT_SOCKET_HANDSHAKE_QUEUE wait for a turn.
+
+    After a process dies its thousands of agents reconnect here at once. Without a bound on the queue, handshakes
+    wait longer than the ASGI server's connect timeout (daphne: 5 s), are refused with 403 after their database work
+    was done anyway, and come back: the queue never drains. Past the bound a handshake is refused at once, with no
+    database work, by closing with 1013 (try again later); the clients wait a spread delay and return."""
+
+    def __init__(self, slots: int, queue_bound: int) -> None:
+        self.slot_count = slots
+        self.slots = asyncio.Semaphore(slots)
+        self.queue_bound = queue_bound
+        self.queued = 0
+
+    @property
+    def full(self) -> bool:
+        return self.queued >= self.queue_bound
+
+    async def read(self, read: Callable[..., T], *args: Any) -> T:
+        self.queued += 1
+        try:
+            async with self.slots:
+                return await database_call(read)(*args)
+        finally:
+            self.queued -= 1
+
+
+_handshake_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, HandshakeGate]" = (
     weakref.WeakKeyDictionary()
 )
 
 
-def handshake_slots() -> asyncio.Semaphore:
-    """AGENT_SOCKET_HANDSHAKE_CONCURRENCY per process (event loop): after a process dies, its thousands of agents
-    reconnect here at once, and their handshakes queue for these instead of for every waiter thread."""
+def handshake_gate() -> HandshakeGate:
     loop = asyncio.get_running_loop()
-    slots = _handshake_slots.get(loop)
-    if slots is None:
-        slots = _handshake_slots[loop] = asyncio.Semaphore(settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY)
-    return slots
-
-
-async def handshake_read(read: Callable[..., T], *args: Any) -> T:
-    async with handshake_slots():
-        return await database_call(read)(*args)
+    gate = _handshake_gates.get(loop)
+    wanted = (settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY, settings.AGENT_SOCKET_HANDSHAKE_QUEUE)
+    if gate is None or (gate.slot_count, gate.queue_bound) != wanted:
+        gate = _handshake_gates[loop] = HandshakeGate(
+            settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY, settings.AGENT_SOCKET_HANDSHAKE_QUEUE
+        )
+    return gate
 
 
 class AgentWaitConsumer(HardenedJsonConsumer):
@@ -105,14 +130,20 @@ class AgentWaitConsumer(HardenedJsonConsumer):
       even the close frame sees 1006). The client reconnects, `resume`s from the last cursor it received (and
       re-`subscribe`s what it waits on) and misses nothing: the frames it never got are in the outbox.
     - Handshakes read the database through AGENT_SOCKET_HANDSHAKE_CONCURRENCY slots per process, so a reconnect
-      storm queues there instead of starving the process's other waiters.
+      storm queues there instead of starving the process's other waiters; past AGENT_SOCKET_HANDSHAKE_QUEUE
+      waiting handshakes a new one is closed at once with 1013 (CLOSE_TRY_AGAIN_LATER), before any database work.
     """
 
     agent_id: int | None = None
     recheck_task: "asyncio.Task[None] | None" = None
 
     async def connect(self) -> None:
-        agent = await handshake_read(agent_from_scope, self.scope)
+        gate = handshake_gate()
+        if gate.full:
+            await self.accept()
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+            return
+        agent = await gate.read(agent_from_scope, self.scope)
         if agent is None:
             # Accept, then close: a refused handshake would only tell the client "403", not why.
             await self.accept()
@@ -132,7 +163,7 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         self.agent_id = agent.pk
         # A revocation committed between the key check and joining the group was pushed to no one: look again.
         # (A second read, not one with the key lookup: the group must be joined between the two.)
-        head = await handshake_read(selectors.agent_event_head, agent.pk, agent.key_prefix)
+        head = await gate.read(selectors.agent_event_head, agent.pk, agent.key_prefix)
         await self.accept()
         if head is None:
             await self.close(code=CLOSE_UNAUTHORIZED)

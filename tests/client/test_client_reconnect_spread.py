@@ -19,7 +19,7 @@ from websockets.http11 import Request, Response
 
 from reviewhub_client import AsyncReviewHubClient, ElicitResult
 from reviewhub_client import client as client_module
-from reviewhub_client.client import CLOSE_RESUME, spread_delay
+from reviewhub_client.client import CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, spread_delay
 
 WINDOW = 1.0  # seconds: short, so the test is quick; the default is RECONNECT_SPREAD_SECONDS
 CLIENTS = 40
@@ -40,6 +40,7 @@ class DroppingServer:
     ended: dict[str, list[float]] = field(default_factory=dict)  # agent key -> when each connection ended
     polls: int = 0
     url: str = ""
+    busy: int = 0  # handshakes still to refuse with 1013 before the hello, as a server in a storm does
 
     async def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path.startswith("/ws/agent/"):
@@ -54,6 +55,10 @@ class DroppingServer:
 
     async def handler(self, ws: ServerConnection) -> None:
         key = ws.request.headers["Authorization"].removeprefix("Bearer ") if ws.request else ""
+        if self.busy:
+            self.busy -= 1
+            await ws.close(CLOSE_TRY_AGAIN_LATER, "busy")
+            return
         self.connections.setdefault(key, []).append(ws)
         await ws.send(json.dumps({"type": "hello", "cursor": 0}))
         try:
@@ -181,3 +186,31 @@ async def test_too_slow_close_resumes_from_the_last_cursor_and_delivers_what_cam
         assert await asyncio.wait_for(waiting, 20) == ElicitResult("accept", {"approve": True})
         assert socket.cursor == 3
         assert server.polls == polls_before
+
+
+async def test_a_handshake_refused_with_1013_waits_a_spread_delay_then_is_greeted(
+    server: DroppingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn: list[float] = []
+
+    def recorded_spread(window: float) -> float:
+        drawn.append(spread_delay(window))
+        return drawn[-1]
+
+    monkeypatch.setattr(client_module, "spread_delay", recorded_spread)
+    server.busy = 1
+    async with AsyncReviewHubClient(server.url, "rh_busy", timeout=5) as hub:
+        socket = hub._socket
+        assert socket is not None
+        socket.spread_seconds = WINDOW
+        waiting = asyncio.ensure_future(hub.wait(request_id(1), timeout=60))
+        await eventually(lambda: server.resumes.get("rh_busy") == [0])
+
+        assert len(server.upgrades["rh_busy"]) == 2  # refused once, then greeted
+        assert (
+            len(drawn) == 1 and 0 <= drawn[0] <= WINDOW
+        )  # the retry waited a spread draw, not a short backoff
+        assert not waiting.done()  # a busy server is not an error
+        answered = {"type": "completed", "id": request_id(1), "cursor": 1, "status": "completed"}
+        await server.live("rh_busy").send(json.dumps({**answered, "result": ANSWER}))
+        assert await asyncio.wait_for(waiting, 20) == ElicitResult("accept", {"approve": True})

@@ -1,5 +1,6 @@
-"""A reconnect storm on one process: every handshake is answered (hello, or 4401 for a bad key), and no more than
-AGENT_SOCKET_HANDSHAKE_CONCURRENCY of them read the database at once (counted, not timed)."""
+"""A reconnect storm on one process: every handshake is answered (hello, 4401 for a bad key, or 1013 "try again
+later" past the queue bound, before any database work), and no more than AGENT_SOCKET_HANDSHAKE_CONCURRENCY of
+them read the database at once (counted, not timed)."""
 
 import asyncio
 import threading
@@ -66,6 +67,7 @@ async def test_two_hundred_concurrent_handshakes_all_get_hello_through_a_bounded
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY = 2
+    settings.AGENT_SOCKET_HANDSHAKE_QUEUE = 1000  # all of them may wait: this test counts the slots
     _, key = agent_with_key
     await answer(await database_sync_to_async(make_request)())
     counter = ConcurrencyCount()
@@ -95,6 +97,7 @@ async def test_a_socket_opened_during_a_storm_still_gets_its_pushes(
     settings: Any,
 ) -> None:
     settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY = 1
+    settings.AGENT_SOCKET_HANDSHAKE_QUEUE = 1000
     _, key = agent_with_key
     request = await database_sync_to_async(make_request)()
     results = await asyncio.gather(*(handshake(key) for _ in range(50)))
@@ -104,5 +107,34 @@ async def test_a_socket_opened_during_a_storm_still_gets_its_pushes(
         assert await socket.receive_json_from(timeout=5) == {"type": "resumed", "cursor": 0}
         await answer(request)
         assert (await socket.receive_json_from(timeout=5))["cursor"] == 1
+    finally:
+        await asyncio.gather(*(socket.disconnect() for socket, _ in results))
+
+
+async def test_past_the_queue_bound_a_handshake_is_refused_with_1013_before_any_database_work(
+    agent_with_key: tuple[Agent, str],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY = 1
+    settings.AGENT_SOCKET_HANDSHAKE_QUEUE = 5
+    _, key = agent_with_key
+    counter = ConcurrencyCount()
+    monkeypatch.setattr(agent_socket, "database_call", counter)
+
+    results = await asyncio.gather(*(handshake(key) for _ in range(60)))
+
+    try:
+        firsts = [first for _, first in results]
+        refused = [f for f in firsts if f == {"type": "websocket.close", "code": 1013}]
+        hellos = [f for f in firsts if f.get("type") == "websocket.send"]
+        assert len(refused) + len(hellos) == 60  # every handshake answered, one way or the other
+        assert refused and len(hellos) >= 5
+        assert counter.calls == 2 * len(hellos)  # a refused handshake read nothing
+        assert counter.peak == 1
+        # The storm over, the refused come back and are greeted.
+        socket, again = await handshake(key)
+        await socket.disconnect()
+        assert again["type"] == "websocket.send" and '"hello"' in again["text"]
     finally:
         await asyncio.gather(*(socket.disconnect() for socket, _ in results))

@@ -31,5 +31,5 @@ export type {
   RequestedSchema,
 } from "./models.js";
 export type { WebSocketConstructor, WebSocketLike } from "./socket.js";
-export { CLOSE_RESUME, RECONNECT_SPREAD_MS } from "./socket.js";
+export { CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, RECONNECT_SPREAD_MS } from "./socket.js";
 export { spreadDelay } from "./timing.js";

@@ -8,6 +8,8 @@ import { Deferred, backoffDelay, sleep, spreadDelay } from "./timing.js";
 export const CLOSE_UNAUTHORIZED = 4401;
 /** The server closed a socket that could not keep up with its frames: reconnect and resume from the cursor. */
 export const CLOSE_RESUME = 4008;
+/** The server is busy with a reconnect storm and refused the handshake before any work: spread, then return. */
+export const CLOSE_TRY_AGAIN_LATER = 1013;
 /** After the server drops an established socket (a restart, a crash, 1001/1006/1011/1012, or CLOSE_RESUME), the
  * first reconnect waits a uniform random time in [0, this): 5,000 agents of a dead process return over 5 s. */
 export const RECONNECT_SPREAD_MS = 5000;
@@ -163,7 +165,7 @@ export class AgentSocket {
         this.failAll(new AuthenticationError("The agent key was revoked or rotated.", { code: "unauthenticated" }));
       }
       if (this.closing.signal.aborted) break;
-      if (greeted && code !== CLOSE_UNAUTHORIZED) {
+      if ((greeted && code !== CLOSE_UNAUTHORIZED) || code === CLOSE_TRY_AGAIN_LATER) {
         // The server dropped a live socket (1001, 1006, 1011, 1012, CLOSE_RESUME "too slow": never an error), and
         // with it every other socket it held: spread the first reconnect over the whole window (full jitter).
         failures = 0;

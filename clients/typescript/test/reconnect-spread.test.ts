@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CLOSE_RESUME, ReviewHubClient, spreadDelay, type WebSocketLike } from "reviewhub-client";
+import { CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, ReviewHubClient, spreadDelay, type WebSocketLike } from "reviewhub-client";
 
 import { eventually } from "./harness.js";
 
@@ -22,6 +22,7 @@ class StandIn {
   readonly sockets = new Map<string, FakeSocket[]>(); // agent key -> its connections, in order
   readonly resumes = new Map<string, number[]>(); // agent key -> `after` of each resume
   polls = 0;
+  busy = 0; // handshakes still to refuse with 1013 before the hello, as a server in a storm does
 
   fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const url = new URL(String(input));
@@ -62,6 +63,11 @@ class FakeSocket implements WebSocketLike {
     const connections = server.sockets.get(key) ?? [];
     connections.push(this);
     server.sockets.set(key, connections);
+    if (server.busy > 0) {
+      server.busy -= 1;
+      setTimeout(() => this.serverClose(CLOSE_TRY_AGAIN_LATER), 1);
+      return;
+    }
     setTimeout(() => this.push({ type: "hello", cursor: 0 }), 1);
   }
 
@@ -195,6 +201,36 @@ test("a 'too slow' close resumes from the last cursor and delivers what came aft
     assert.deepEqual(seen, [1, 2, 3]);
     assert.equal(server.polls, pollsBefore);
   } finally {
+    await hub.close();
+  }
+});
+
+test("a handshake refused with 1013 waits a spread delay, then is greeted", { timeout: 30_000 }, async () => {
+  const server = new StandIn();
+  server.busy = 1;
+  const draws: number[] = [];
+  const random = Math.random;
+  const hub = new ReviewHubClient({
+    baseUrl: "http://stand-in.invalid",
+    apiKey: "rh_busy",
+    fetch: server.fetch as typeof fetch,
+    webSocket: server.webSocket,
+    reconnectSpreadMs: 300,
+  });
+  try {
+    Math.random = () => {
+      draws.push(random());
+      return draws[draws.length - 1]!;
+    };
+    const waiting = hub.wait(requestId(1), { timeoutMs: 30_000 });
+    await eventually(() => server.resumes.get("rh_busy")?.length === 1, "greeted after the refusal");
+    Math.random = random;
+    assert.equal(server.sockets.get("rh_busy")?.length, 2); // refused once, then greeted
+    assert.equal(draws.length, 1); // the retry waited one spread draw
+    server.live("rh_busy").push({ type: "completed", id: requestId(1), cursor: 1, status: "completed", result: ANSWER });
+    assert.deepEqual(await waiting, ANSWER); // a busy server is not an error
+  } finally {
+    Math.random = random;
     await hub.close();
   }
 });

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 
 import { prepareFixture, writeJson } from "./harness.js";
 
-const RUN_LIMIT_MS = 170_000;
+const RUN_LIMIT_MS = 300_000;
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dir = await mkdtemp(join(tmpdir(), "reviewhub-ts-"));
