@@ -47,6 +47,7 @@ QUERIES_TARGET = 20.0  # per second, whatever the number of waiters
 UNBOUND_RATES = {"AGENT_RATE": "100000000/min", "REVIEWER_RATE": "100000000/min"}
 OPENING = 64  # handshakes and first long-polls in flight at once
 HANDSHAKE_ATTEMPTS = 5
+OPENING_LIMIT_SECONDS = 300.0
 SETTLE_SECONDS = 12.0
 
 
@@ -250,10 +251,15 @@ async def measure(
 
     ctx.progress.start(f"opening {count:,} waiters", count)
     opening_started = time.monotonic()
-    await asyncio.gather(
+    opening_all = asyncio.gather(
         *(open_socket(agent, first) for agent, first, _ in waits),
         *(start_poll(agent, second) for agent, _, second in waits),
     )
+    try:
+        # Bounded: a server that stops accepting must end the run with what opened, not hang it.
+        await asyncio.wait_for(opening_all, OPENING_LIMIT_SECONDS)
+    except TimeoutError:
+        outcomes["not opened within the limit"] += count - len(sockets) - len(pollers)
     opening = time.monotonic() - opening_started
     ctx.progress.start(f"{count:,} waiters: settling, then idle {idle:.0f} s")
     # Backends hold up to 10 s of counters while idle (PGSTAT_IDLE_INTERVAL): let the opening's flush first.
