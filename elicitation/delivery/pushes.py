@@ -131,9 +131,6 @@ class PushLoops:
         self.pid = os.getpid()
         self.idle: queue.LifoQueue[asyncio.AbstractEventLoop] = queue.LifoQueue()
 
-    def send(self, layer: Any, group: str, message: dict[str, Any]) -> None:
-        self.send_batch(layer, [(group, message)])
-
     def send_batch(self, layer: Any, batch: list[Push]) -> None:
         if self.pid != os.getpid():  # the parent's loops hold the parent's connections
             self.pid, self.idle = os.getpid(), queue.LifoQueue()

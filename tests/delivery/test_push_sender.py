@@ -124,7 +124,9 @@ def test_threads_pushing_at_once_each_borrow_a_loop_of_their_own_and_return_it()
     layer.entered = threading.Barrier(2)  # both sends are inside group_send at the same moment
     loops = pushes.PushLoops()
     threads = [
-        threading.Thread(target=loops.send, args=(layer, "push-pool", {"type": "test.message", "n": n}))
+        threading.Thread(
+            target=loops.send_batch, args=(layer, [("push-pool", {"type": "test.message", "n": n})])
+        )
         for n in range(2)
     ]
     for thread in threads:
@@ -132,7 +134,7 @@ def test_threads_pushing_at_once_each_borrow_a_loop_of_their_own_and_return_it()
     for thread in threads:
         thread.join()
     layer.entered = threading.Barrier(1)
-    loops.send(layer, "push-pool", {"type": "test.message", "n": 2})
+    loops.send_batch(layer, [("push-pool", {"type": "test.message", "n": 2})])
 
     first, second, third = (loop for _, loop, _ in layer.sent)
     assert first != second
@@ -143,10 +145,10 @@ def test_threads_pushing_at_once_each_borrow_a_loop_of_their_own_and_return_it()
 def test_a_forked_process_never_reuses_its_parents_loops(monkeypatch: pytest.MonkeyPatch) -> None:
     layer = RecordingLayer()
     loops = pushes.PushLoops()
-    loops.send(layer, "push-fork", {"type": "test.message", "n": 1})
+    loops.send_batch(layer, [("push-fork", {"type": "test.message", "n": 1})])
 
     monkeypatch.setattr(pushes.os, "getpid", lambda: -1)  # as a Celery prefork child sees it
-    loops.send(layer, "push-fork", {"type": "test.message", "n": 2})
+    loops.send_batch(layer, [("push-fork", {"type": "test.message", "n": 2})])
 
     (_, parent_loop, _), (_, child_loop, _) = layer.sent
     assert child_loop != parent_loop
