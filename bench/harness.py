@@ -259,6 +259,53 @@ class Server:
         self.stop()
 
 
+# --- a lean HTTP client ---------------------------------------------------------------------------------------
+
+
+class KeepAliveHttp:
+    """HTTP/1.1 over raw asyncio streams with a keep-alive connection per request in flight, for benchmarks whose
+    figure is the server's answer time: httpx spends milliseconds of the load generator's CPU per call, which at
+    hundreds of calls per second delayed the moment a response was read (bench #3's long-polls). Bodies are read by
+    Content-Length (the app's JSON answers); anything else is out of scope here."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def request(
+        self, method: str, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        reader, writer = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Length: 0"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        try:
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            status_line = await reader.readline()
+            if not status_line:
+                raise ConnectionError("closed by server")
+            length, keep = 0, True
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+                elif name.strip().lower() == "connection" and value.strip().lower() == "close":
+                    keep = False
+            body = await reader.readexactly(length)
+        except BaseException:
+            writer.close()
+            raise
+        if keep:
+            self.idle.append((reader, writer))
+        else:
+            writer.close()
+        return int(status_line.split()[1]), body
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+        self.idle = []
+
+
 # --- statistics ------------------------------------------------------------------------------------------------
 
 

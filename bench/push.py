@@ -16,13 +16,23 @@ import json
 import time
 from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
 import redis.asyncio as aioredis
 import websockets
 
 from bench import fixtures
-from bench.harness import Context, Figure, Report, Server, paced, percentile, raise_fd_limit, summary_ms
+from bench.harness import (
+    Context,
+    Figure,
+    KeepAliveHttp,
+    Report,
+    Server,
+    paced,
+    percentile,
+    raise_fd_limit,
+    summary_ms,
+)
 
 NAME = "push"
 TITLE = "Push latency: answer commit to agent frame"
@@ -262,10 +272,16 @@ async def measure(
             await asyncio.wait_for(sockets[index].recv(), 30)
     readers = [asyncio.ensure_future(read(socket)) for socket in sockets]
 
-    limits = httpx.Limits(max_connections=600, max_keepalive_connections=600)
     committed: dict[str, float] = {}
     answer_errors = 0
-    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60) as client:
+    poll_outcomes: Counter[str] = Counter()
+    # Raw keep-alive HTTP, not httpx: at 200 calls/s httpx kept this process's one core busy, and a response read
+    # late is measured late.
+    answers_at = urlsplit(answers_url)
+    answers = KeepAliveHttp(answers_at.hostname or "127.0.0.1", answers_at.port or 80)
+    polls_at = urlsplit(server.base_url)
+    client = KeepAliveHttp(polls_at.hostname or "127.0.0.1", polls_at.port or 80)
+    try:
         # Reviewers answer at most IN_FLIGHT at a time: a server that cannot keep up with 100/s then answers
         # slower (the achieved rate is reported) instead of drowning its event loop in queued requests, which
         # would measure the backlog rather than the push.
@@ -274,13 +290,17 @@ async def measure(
         async def answer(request_id: str) -> None:
             nonlocal answer_errors
             async with in_flight:
-                response = await client.post(
-                    f"{answers_url}/bench/respond/{request_id}", headers={"X-Bench-User": str(reviewer_id)}
-                )
-            if response.status_code != 200:
+                try:
+                    status, body = await answers.request(
+                        "POST", f"/bench/respond/{request_id}", {"X-Bench-User": str(reviewer_id)}
+                    )
+                except (OSError, asyncio.IncompleteReadError) as exc:
+                    poll_outcomes[f"answer {type(exc).__name__}"] += 1
+                    status, body = 0, b""
+            if status != 200:
                 answer_errors += 1
                 return
-            committed[request_id] = response.json()["committed_at"]
+            committed[request_id] = json.loads(body)["committed_at"]
 
         ctx.progress.start(f"answering {len(ws_ids)} at {RATE:.0f}/s (WebSocket)", len(ws_ids))
         started = time.monotonic()
@@ -303,22 +323,22 @@ async def measure(
 
         async def long_poll(index: int, request_id: str) -> None:
             try:
-                response = await client.get(
-                    f"/api/v1/requests/{request_id}",
-                    params={"wait": 20},
-                    headers={"Authorization": f"Bearer {keys[index]}"},
+                code, body = await client.request(
+                    "GET",
+                    f"/api/v1/requests/{request_id}?wait=20",
+                    {"Authorization": f"Bearer {keys[index]}"},
                 )
-            except httpx.HTTPError as exc:
+            except (OSError, asyncio.IncompleteReadError) as exc:
                 poll_outcomes[type(exc).__name__] += 1
                 return
-            status = response.json().get("status") if response.status_code == 200 else None
+            received_at = time.monotonic()
+            status = json.loads(body).get("status") if code == 200 else None
             if status == "completed":
-                answered_at[request_id] = time.monotonic()
+                answered_at[request_id] = received_at
             else:
-                poll_outcomes[f"{response.status_code} {status}"] += 1
+                poll_outcomes[f"{code} {status}"] += 1
 
         polls: list[asyncio.Task[None]] = []
-        poll_outcomes: Counter[str] = Counter()
 
         async def answer_lp(index: int) -> None:
             # The long-poll for request i starts 1 s before it is answered: ~100 waiting at any moment.
@@ -338,6 +358,9 @@ async def measure(
         poll_outcomes["still waiting after 30 s"] += len(unanswered)
         lp = [answered_at[i] - committed[i] for _, i in lp_ids if i in answered_at and i in committed]
         lp_missing = sum(1 for _, i in lp_ids if i in committed and i not in answered_at)
+    finally:
+        answers.close()
+        client.close()
 
     idle_open = sum(1 for s in idle_sockets if s.state.name == "OPEN")
     ctx.progress.start("closing sockets")

@@ -48,10 +48,13 @@ django_http: ASGIHandler = OneHopASGIHandler()
 
 # Static files are served by WhiteNoise inside Django's middleware chain (settings.SERVE_STATIC), so they carry
 # the same security headers as pages.
+from elicitation.api.long_poll_answers import settled_request_body  # noqa: E402
 from elicitation.delivery.long_poll import LongPollMiddleware  # noqa: E402
 
-# Long-polls wait on the event loop in front of Django, so a waiting agent holds no thread (see waiting.py).
-django_http = LongPollMiddleware(django_http)  # type: ignore[assignment]
+# Long-polls wait on the event loop in front of Django, so a waiting agent holds no thread (see long_poll.py); one
+# that the closing push settled is answered there too, with the API's own rendering (long_poll_answers.py).
+long_polls = LongPollMiddleware(django_http, settled_answer=settled_request_body)
+django_http = long_polls  # type: ignore[assignment]
 
 if importlib.util.find_spec("mcp") is not None:  # the optional `reviewhub[mcp]` extra: MCP server at /mcp/
     from elicitation.mcp.server import with_mcp_endpoint
@@ -62,6 +65,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from elicitation.delivery.pushes import with_push_sender  # noqa: E402
 from elicitation.ops.sweeper import with_periodic_sweeps  # noqa: E402
+from reviewhub.gc_tuning import tune_for_latency  # noqa: E402
 from reviewhub.routing import websocket_urlpatterns  # noqa: E402
 
 # The embedded deployment's deadline/lease/notification sweeps start with the first ASGI event (see sweeper.py);
@@ -77,3 +81,6 @@ application = with_push_sender(
         )
     )
 )
+
+# Last, so that everything loaded above is frozen out of the collector's walks (gc_tuning.py).
+tune_for_latency()

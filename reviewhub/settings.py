@@ -45,6 +45,22 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_ints(name: str, default: list[int], *, count: int, minimum: int = 0) -> tuple[int, ...]:
+    """`count` comma-separated whole numbers, each at least `minimum`."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return tuple(default)
+    try:
+        values = tuple(int(item) for item in raw.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != count or min(values) < minimum:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} must be {count} comma-separated whole numbers of at least {minimum}."
+        )
+    return values
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -424,6 +440,9 @@ MAX_SCHEMA_OPTIONS = env_int("MAX_SCHEMA_OPTIONS", 200, minimum=1)
 # JSON from outside (API bodies with their `context`, WebSocket frames) nested deeper than this is refused (400).
 MAX_JSON_DEPTH = env_int("MAX_JSON_DEPTH", 32, minimum=8)
 MAX_LONG_POLL_SECONDS = env_int("MAX_LONG_POLL_SECONDS", 60, minimum=1)
+# The server processes' garbage collector (reviewhub/gc_tuning.py): young-generation threshold, then how many
+# collections of each generation before the next one is considered. Python's default is 700,10,10.
+GC_THRESHOLDS = env_ints("GC_THRESHOLDS", [700, 10, 1000], count=3, minimum=1)
 # Poll the database this often while long-polling, so a lost push never strands a waiter.
 LONG_POLL_RECHECK_SECONDS = env_int("LONG_POLL_RECHECK_SECONDS", 2, minimum=1)
 # An agent socket re-reads its outbox and its key this often, so a lost push or revocation is still caught.

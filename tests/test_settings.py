@@ -96,3 +96,36 @@ def test_the_asgi_handler_runs_the_whole_middleware_chain_in_one_sync_pass() -> 
     ]
     assert sync_only == ["whitenoise.middleware.WhiteNoiseMiddleware"]
     assert not iscoroutinefunction(OneHopASGIHandler()._middleware_chain)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("", (700, 10, 1000)), ("700,10,10", (700, 10, 10)), (" 1000, 5 ,50", (1000, 5, 50))],
+)
+def test_gc_thresholds_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: tuple[int, ...]
+) -> None:
+    monkeypatch.setenv("RH_GC", raw)
+    assert project_settings.env_ints("RH_GC", [700, 10, 1000], count=3, minimum=1) == expected
+
+
+@pytest.mark.parametrize("raw", ["700,10", "700,ten,10", "0,10,10", "1,2,3,4"])
+def test_bad_gc_thresholds_stop_startup(raw: str) -> None:
+    result = settings_in_subprocess({"GC_THRESHOLDS": raw}, "1")
+    assert result.returncode != 0
+    assert f"GC_THRESHOLDS={raw!r} must be 3 comma-separated whole numbers of at least 1" in result.stderr
+
+
+def test_a_server_process_freezes_what_it_loaded_and_collects_young_objects_less_often() -> None:
+    """Importing the ASGI application (what daphne does) tunes the collector: gc_tuning.py says why."""
+    code = (
+        "import gc; from reviewhub.settings import GC_THRESHOLDS; before = gc.get_freeze_count(); "
+        "import reviewhub.asgi; print(before, gc.get_freeze_count(), gc.get_threshold() == GC_THRESHOLDS)"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "GC_THRESHOLDS"}}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=clean, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    before, frozen, tuned = result.stdout.split()
+    assert (int(before), tuned) == (0, "True")
+    assert int(frozen) > 100_000  # Django, the app and its libraries: never walked again

@@ -115,6 +115,24 @@ def current_count(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
     return int(count), max(1, math.ceil(window_start + rate.window_seconds - now))
 
 
+def charge(scope: str, ident: str | None, rate: Rate | None) -> int | None:
+    """Count one call; None if it is within `rate`, else the seconds until the window ends."""
+    if rate is None or ident is None or not cache_breaker.allow():
+        return None
+    try:
+        count, seconds_left = count_hit(scope, ident, rate)
+    except Exception as exc:  # the cache is down or hung: fail open, loudly, and stop asking for a while
+        cache_breaker.failed()
+        logger.warning(
+            "rate limit cache unavailable (%s); requests allowed uncounted for %ss",
+            type(exc).__name__,
+            cache_breaker.open_seconds,
+        )
+        return None
+    cache_breaker.succeeded()
+    return None if count <= rate.limit else seconds_left
+
+
 class WindowRateThrottle(BaseThrottle):
     scope = ""
     rate_setting = ""
@@ -126,25 +144,10 @@ class WindowRateThrottle(BaseThrottle):
         raise NotImplementedError
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate: Rate | None = getattr(settings, self.rate_setting, None)
-        ident = self.identity(request)
-        if rate is None or ident is None or not cache_breaker.allow():
-            return True
-        try:
-            count, seconds_left = count_hit(self.scope, ident, rate)
-        except Exception as exc:  # the cache is down or hung: fail open, loudly, and stop asking for a while
-            cache_breaker.failed()
-            logger.warning(
-                "rate limit cache unavailable (%s); requests allowed uncounted for %ss",
-                type(exc).__name__,
-                cache_breaker.open_seconds,
-            )
-            return True
-        cache_breaker.succeeded()
-        if count <= rate.limit:
-            return True
-        self.retry_after = seconds_left
-        return False
+        self.retry_after = charge(
+            self.scope, self.identity(request), getattr(settings, self.rate_setting, None)
+        )
+        return self.retry_after is None
 
     def wait(self) -> float | None:
         return self.retry_after
@@ -171,6 +174,11 @@ class ReviewerRateThrottle(WindowRateThrottle):
         if user is None or not getattr(user, "is_authenticated", False) or getattr(user, "pk", None) is None:
             return None
         return str(user.pk)
+
+
+def charge_agent(agent_id: int) -> bool:
+    """Count one call of the agent's, as AgentRateThrottle does for a view; True if it is within AGENT_RATE."""
+    return charge(AgentRateThrottle.scope, str(agent_id), getattr(settings, "AGENT_RATE", None)) is None
 
 
 def agent_retry_after(agent_id: int) -> int | None:

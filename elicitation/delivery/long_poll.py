@@ -6,7 +6,7 @@ request in a ThreadSensitiveContext that keeps a thread of its own until the res
 would hold one (idle) thread per waiting agent. The middleware waits on the event loop, then hands Django the
 request without `wait`, which Django answers at once. This is the only long-poll: tests go through it too (a live
 server, or the ASGI application called directly). The waits themselves belong to the process's hub
-(waiters.py): one group membership per request however many long-polls wait on it, and one batched recheck per
+(waiters.py): one group membership per agent however many long-polls it has waiting, and one batched recheck per
 interval for all of them, on a few shared threads.
 """
 
@@ -108,18 +108,20 @@ def agent_has_events_after(agent_id: int, cursor: int) -> bool:
 closes_the_request = waiters.closes_the_request
 
 
-async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> None:
-    """Until the agent's request closes (or is not the agent's: Django's answer then says 404)."""
+async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> waiters.LongPollWait | None:
+    """Until the agent's request closes (or is not the agent's: Django's answer then says 404). The wait, which
+    says how it ended; None for an id that is no request's."""
     try:
-        canonical = str(UUID(str(request_id)))  # as pushes name its group
+        canonical = str(UUID(str(request_id)))  # as events name the request
     except ValueError:
-        return  # no such request: Django's answer says 404
+        return None  # no such request: Django's answer says 404
     wait = waiters.LongPollWait(agent_id, request_id=canonical)
     await waiters.hub().wait(
         wait,
         seconds,
         lambda: check_tolerating_blips(lambda: database_call(request_is_closed)(agent_id, request_id)),
     )
+    return wait
 
 
 async def wait_for_feed(agent_id: int, cursor: int, seconds: float) -> None:
@@ -155,14 +157,31 @@ def agent_for_scope(scope: Scope) -> Agent | None:
     return agent_for_key(token) if token and token.startswith("rh_") else None
 
 
+SettledAnswer = Callable[[int, str], bytes | None]
+
+
 class LongPollMiddleware:
     """Wraps Django's ASGI app. For `GET /api/v1/requests/<id>?wait=N` and `GET /api/v1/events?wait=N` by a
     valid agent key, waits here, then passes the request on without `wait`. Anything else passes straight on.
-    The two routes are named by their URL names, so this module never imports the API's views."""
+    The two routes are named by their URL names, so this module never imports the API's views.
 
-    def __init__(self, app: Any, request_route: str = "api-request", feed_route: str = "api-events") -> None:
+    A wait on a request that the closing push ended is answered here, without Django, when `settled_answer`
+    (agent id, request id → the JSON body, or None to let Django answer) is given: the API layer's
+    `long_poll_answers.settled_request_body`, wired in reviewhub/asgi.py. The response carries the headers Django
+    gave the route's last plain answer (security headers, Allow, Content-Type), learned from Django itself, so the
+    two can never differ; until Django has answered the route once, every wait goes through it."""
+
+    def __init__(
+        self,
+        app: Any,
+        request_route: str = "api-request",
+        feed_route: str = "api-events",
+        settled_answer: SettledAnswer | None = None,
+    ) -> None:
         self.app: ASGIApp = app
         self.routes = {request_route: "request", feed_route: "feed"}
+        self.settled_answer = settled_answer
+        self.settled_headers: list[tuple[bytes, bytes]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "GET":
@@ -186,12 +205,51 @@ class LongPollMiddleware:
                     await self.app(scope, receive, send)  # Django answers the bad cursor with 400
                     return
                 waiting = wait_for_feed(agent.pk, cursor, seconds)
-            receive, disconnected = await self.wait_unless_disconnected(waiting, receive)
+            receive, disconnected, ended = await self.wait_unless_disconnected(waiting, receive)
             if disconnected:
                 return  # the agent gave up: nobody to answer
+            if isinstance(ended, waiters.LongPollWait) and self.may_answer(ended, scope, query):
+                assert self.settled_answer is not None and ended.request_id is not None
+                body = await database_call(self.settled_answer)(agent.pk, ended.request_id)
+                if body is not None:
+                    await self.answer(send, body)
+                    return
             stripped = urlencode([(key, value) for key, value in query if key != "wait"])
             scope = {**scope, "query_string": stripped.encode("latin-1")}
+            if target[0] == "request" and self.settled_answer is not None:
+                send = self.learning_headers(send)
         await self.app(scope, receive, send)
+
+    def may_answer(self, wait: waiters.LongPollWait, scope: Scope, query: list[tuple[str, str]]) -> bool:
+        """Whether Django's answer would be the plain JSON read: the push settled the wait, the key still stands,
+        nothing but `wait` is asked (DRF reads `format`), and JSON is acceptable without options (`indent`)."""
+        if self.settled_answer is None or self.settled_headers is None:
+            return False
+        if not wait.settled_by_push or wait.key_changed or any(key != "wait" for key, _ in query):
+            return False
+        accept = dict(scope.get("headers", [])).get(b"accept", b"").decode("latin-1").lower()
+        return not accept or (
+            "indent" not in accept
+            and any(kind in accept for kind in ("application/json", "*/*", "application/*"))
+        )
+
+    def learning_headers(self, send: Send) -> Send:
+        """`send`, noting the headers of Django's first 200 on the request route (never one that sets a cookie)."""
+
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                headers = [(name, value) for name, value in message.get("headers", [])]
+                if not any(name.lower() == b"set-cookie" for name, _ in headers):
+                    self.settled_headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
+            await send(message)
+
+        return noting
+
+    async def answer(self, send: Send, body: bytes) -> None:
+        assert self.settled_headers is not None
+        length = (b"Content-Length", str(len(body)).encode("ascii"))
+        await send({"type": "http.response.start", "status": 200, "headers": [*self.settled_headers, length]})
+        await send({"type": "http.response.body", "body": body})
 
     def target(self, scope: Scope) -> tuple[str, Any] | None:
         path = scope.get("path", "")
@@ -208,9 +266,12 @@ class LongPollMiddleware:
         return kind, match.kwargs.get("request_id")
 
     @staticmethod
-    async def wait_unless_disconnected(waiting: Awaitable[None], receive: Receive) -> tuple[Receive, bool]:
+    async def wait_unless_disconnected(
+        waiting: Awaitable[Any], receive: Receive
+    ) -> tuple[Receive, bool, Any]:
         """Run the wait while listening for the client hanging up. Returns a `receive` that replays what was
-        read meanwhile (the empty GET body), and whether the client left."""
+        read meanwhile (the empty GET body), whether the client left, and what the wait returned (None if it
+        failed)."""
         buffered: list[Message] = []
         wait_task = asyncio.ensure_future(waiting)
         listen_task: asyncio.Future[Message] = asyncio.ensure_future(receive())
@@ -221,7 +282,7 @@ class LongPollMiddleware:
                 if listen_task in done:
                     message = listen_task.result()
                     if message["type"] == "http.disconnect":
-                        return receive, True
+                        return receive, True, None
                     buffered.append(message)  # the (empty) body: Django reads it later
                     listen_task = asyncio.ensure_future(receive())
             if wait_task.exception() is not None:
@@ -238,4 +299,4 @@ class LongPollMiddleware:
                 return await pending.pop()
             return await receive()
 
-        return replay, False
+        return replay, False, None if wait_task.exception() is not None else wait_task.result()

@@ -323,4 +323,4 @@ def on_agent_event_recorded(sender: Any, event: AgentEvent, **kwargs: Any) -> No
 
 def on_agent_key_changed(sender: Any, agent_id: int, **kwargs: Any) -> None:
     """Revoked or rotated: every socket of the agent re-checks its key, and closes if it was the old one."""
-    send_on_commit(agent_group(agent_id), {"type": "agent.revoked"})
+    send_on_commit(agent_group(agent_id), {"type": "agent.revoked", "agent": agent_id})

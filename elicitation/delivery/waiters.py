@@ -15,15 +15,18 @@ So the queries per interval stay flat however many agents wait (until a chunk fi
 per LONG_POLL_RECHECK_SECONDS and one head batch per HEAD_BATCH_SECONDS.
 
 In-process fan-out. The hub owns one channel on the layer and joins each group once, however many waiters of the
-process wait on it (ref-counted group_add / group_discard). A push reaches the hub once and wakes every waiter on
-its group: a `request.update` names its request and an `agent.event` its agent, so each goes to its own group's
-waiters, and a feed wait whose cursor the event passed ends without a database read. A message that names no group
-(from an older publisher) goes to every listener of its kind, and feed waits answer it with one batched read.
-Publishing is unchanged: one group_send per event (pushes.py).
+process wait on it (ref-counted group_add / group_discard). Long-polls, on a request or on the feed, listen on
+their agent's group: every transition that closes a request tells its agent through the outbox, and the
+`agent.event` push names the agent, the request and its status. A push reaches the hub once and wakes every waiter
+of its agent that it answers; a feed wait whose cursor the event passed ends without a database read. A message
+that names no agent (from an older publisher) goes to every agent listener, and feed waits answer it with one
+batched read. Publishing is unchanged: one group_send per event (pushes.py).
 
 Fast answers. A push that closes the request ends a long-poll's wait at once, without a database read, and a
-long-poll costs no subscribe/unsubscribe of its own on the layer (whose pub/sub connection serialises them behind
-one lock): the first waiter on a request joins its group, the last one leaves it in the background.
+long-poll costs no subscribe/unsubscribe of its own on the layer, whose pub/sub connection serialises them (and
+publishes) behind one lock: a join per long-poll queued there took seconds with 5,000 sockets open (bench #3).
+The first waiter of an agent joins its group; the group is left GROUP_LINGER_SECONDS after the last one, in the
+background, since an agent that waits once usually waits again.
 
 A layer that is down is not an error: joins are retried with every round, and waits are then answered by the
 rechecks alone.
@@ -54,6 +57,9 @@ T = TypeVar("T")
 
 CHUNK = 5000  # ids per recheck query
 HEAD_BATCH_SECONDS = 0.5  # sockets' head look-ups arriving this close together share one query
+# A group stays joined this long after its last waiter left: an agent that long-polls polls again, and each join
+# and leave queues behind every other one on the pub/sub layer's connection lock.
+GROUP_LINGER_SECONDS = 30.0
 
 
 def chunks(items: list[T], size: int = CHUNK) -> Iterator[list[T]]:
@@ -101,12 +107,23 @@ def closes_the_request(message: Message) -> bool:
     return isinstance(request, dict) and request.get("status") not in (None, *OPEN_STATUSES)
 
 
+def event_closes(message: Message, request_id: str) -> bool:
+    """An `agent.event` push saying the request `request_id` left the open statuses. Every transition that closes a
+    request tells its agent (outbox), so a long-poll can listen on its agent's group instead of the request's."""
+    event = message.get("event") if message.get("type") == "agent.event" else None
+    return (
+        isinstance(event, dict)
+        and event.get("id") == request_id
+        and event.get("status") not in (None, *OPEN_STATUSES)
+    )
+
+
 def group_of(message: Message) -> str | None:
     """The group a message was sent to, when it says (group messages do not carry their group's name)."""
     request = message.get("request")
     if message.get("type") == "request.update" and isinstance(request, dict) and request.get("id"):
         return pushes.request_group(request["id"])
-    if message.get("type") == "agent.event" and isinstance(message.get("agent"), int):
+    if message.get("type") in ("agent.event", "agent.revoked") and isinstance(message.get("agent"), int):
         return pushes.agent_group(message["agent"])
     return None
 
@@ -127,6 +144,8 @@ class LongPollWait:
     request_id: str | None = None
     cursor: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    settled_by_push: bool = False  # ended by the push that closed the request, not by a database read
+    key_changed: bool = False  # the agent's key was revoked or rotated meanwhile: Django must answer (401)
 
 
 class WaiterHub:
@@ -149,6 +168,9 @@ class WaiterHub:
         self.feed_check: asyncio.Task[None] | None = None
         self.feed_dirty = False
         self.background: set[asyncio.Task[Any]] = set()
+        self.lingering: dict[
+            str, asyncio.TimerHandle
+        ] = {}  # joined groups nobody listens to, until they expire
         self.layer_rests_until = 0.0  # after a layer failure, waiters do not queue behind its timeouts
 
     # --- groups: one membership per group per process ---
@@ -169,9 +191,17 @@ class WaiterHub:
         if not listening:
             del self.listeners[group]
             self.groups_by_kind.get(kind_of(group), set()).discard(group)
-            # In the background: the answer is ready, and the pub/sub layer queues unsubscribes behind one lock
-            # per Redis connection, which would delay it by everyone else's subscribe and unsubscribe.
-            self.spawn(self.sync_group(group))
+            # Later and in the background: the answer is ready, the agent is likely to wait again soon, and the
+            # pub/sub layer queues unsubscribes behind one lock per Redis connection.
+            if group in self.lingering:
+                self.lingering[group].cancel()
+            self.lingering[group] = asyncio.get_running_loop().call_later(
+                GROUP_LINGER_SECONDS, self.stop_lingering, group
+            )
+
+    def stop_lingering(self, group: str) -> None:
+        self.lingering.pop(group, None)
+        self.spawn(self.sync_group(group))
 
     async def sync_group(self, group: str) -> None:
         """Make the layer's membership of `group` match whether anyone listens; a failure is retried next round."""
@@ -281,12 +311,18 @@ class WaiterHub:
 
             return pushes.agent_group(wait.agent_id), settle_feed
         self.request_waits.setdefault(wait.request_id, set()).add(wait)
+        request_id = wait.request_id
 
         def settle(message: Message) -> None:
-            if closes_the_request(message):  # the read that would follow could only confirm it
+            if message.get("type") == "agent.revoked":
+                wait.key_changed = True
+            elif event_closes(message, request_id):  # the read that would follow could only confirm it
+                wait.settled_by_push = True
                 wait.done.set()
 
-        return pushes.request_group(wait.request_id), settle
+        # The agent's group, not the request's: one membership for all of an agent's waits (kept a while after,
+        # see GROUP_LINGER_SECONDS) rather than a join and a leave per long-poll.
+        return pushes.agent_group(wait.agent_id), settle
 
     def leave(self, wait: LongPollWait) -> None:
         if wait.request_id is None:
@@ -310,7 +346,7 @@ class WaiterHub:
                 logger.warning("long-poll recheck failed; trying again next round", exc_info=True)
             # The layer was away: join (or leave) now what could not be then.
             out_of_step = {g for g in self.listeners if g not in self.joined}
-            out_of_step |= {g for g in self.joined if g not in self.listeners}
+            out_of_step |= {g for g in self.joined if g not in self.listeners and g not in self.lingering}
             for group in out_of_step:
                 self.spawn(self.sync_group(group))
 
@@ -390,6 +426,8 @@ class WaiterHub:
                 task.cancel()
         if self.head_batch is not None:
             self.head_batch.cancel()
+        for timer in self.lingering.values():
+            timer.cancel()
 
 
 _hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WaiterHub]" = weakref.WeakKeyDictionary()

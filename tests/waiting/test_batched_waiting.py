@@ -171,9 +171,65 @@ async def test_one_push_wakes_every_long_poll_on_its_request_through_one_group_m
     done = await asyncio.wait_for(asyncio.gather(*polls), timeout=10)
 
     assert [(r.status_code, r.json()["status"]) for r in done[:4]] == [(200, "completed")] * 4
-    assert joins.count(pushes.request_group(request.pk)) == 1
+    assert joins == [pushes.agent_group(request.agent_id)]  # one membership, the agent's
     assert len(first_looks) == 5  # and no database read after the push
     assert rounds == []
+
+
+async def test_an_agents_successive_long_polls_share_one_membership_left_only_after_the_linger(
+    agent_with_key: tuple[Agent, str],
+    make_request: Callable[..., ElicitationRequest],
+    answer: Answer,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.LONG_POLL_RECHECK_SECONDS = 30  # whatever returns early was woken by the push
+    monkeypatch.setattr(waiters, "GROUP_LINGER_SECONDS", 0.5)
+    agent, _ = agent_with_key
+    layer = get_channel_layer()
+    calls: list[tuple[str, str]] = []
+    for name in ("group_add", "group_discard"):
+        original = getattr(layer, name)
+
+        async def counted(group: str, channel: str, name: str = name, original: Any = original) -> None:
+            calls.append((name, group))
+            await original(group, channel)
+
+        monkeypatch.setattr(layer, name, counted)
+    group = pushes.agent_group(agent.pk)
+    first_looks = counting_calls(monkeypatch, long_poll, "request_is_closed")
+
+    for turn in range(3):
+        request = await database_sync_to_async(make_request)()
+        waiting = asyncio.ensure_future(long_poll.wait_for_request(agent.pk, request.pk, 25))
+        await until(lambda turn=turn: len(first_looks) == turn + 1)
+        await answer(request, "decline")
+        await asyncio.wait_for(waiting, timeout=10)  # woken by the push: the recheck is 30 s away
+
+    assert calls == [("group_add", group)]  # joined once for three waits, still joined between them
+    await until(lambda: ("group_discard", group) in calls, timeout=5)
+    assert calls == [("group_add", group), ("group_discard", group)]
+    assert group not in waiters.hub().joined
+
+
+async def test_another_agents_event_or_an_open_status_does_not_end_a_request_wait(
+    agent_with_key: tuple[Agent, str], make_request: Callable[..., ElicitationRequest]
+) -> None:
+    agent, _ = agent_with_key
+    request_id = str((await database_sync_to_async(make_request)()).pk)
+
+    def event(**fields: Any) -> dict[str, Any]:
+        return {
+            "type": "agent.event",
+            "agent": agent.pk,
+            "event": {"id": request_id, "status": "completed", **fields},
+        }
+
+    assert waiters.event_closes(event(), request_id)
+    assert waiters.event_closes(event(status="expired"), request_id)
+    assert not waiters.event_closes(event(status="claimed"), request_id)
+    assert not waiters.event_closes(event(id="00000000-0000-0000-0000-000000000000"), request_id)
+    assert not waiters.event_closes({"type": "request.update", "request": {"id": request_id}}, request_id)
 
 
 async def test_an_agents_event_ends_its_feed_waits_without_a_read_and_leaves_other_agents_waiting(
