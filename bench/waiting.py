@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import psycopg
 import websockets
 
-from bench import fixtures
+from bench import fixtures, long_pollers
 from bench.harness import (
     Context,
     Figure,
@@ -42,11 +42,11 @@ TITLE = "Idle waiters at scale: database cost per process, not per waiter"
 PREFIX = "bench-waiting"
 WAITERS = 20_000
 BASELINE_WAITERS = 1_000
-LONG_POLL_SECONDS = 60
+LONG_POLL_SECONDS = long_pollers.LONG_POLL_SECONDS
 IDLE_SECONDS = 40.0
 QUERIES_TARGET = 20.0  # per second, whatever the number of waiters
 UNBOUND_RATES = {"AGENT_RATE": "100000000/min", "REVIEWER_RATE": "100000000/min"}
-OPENING = 64  # handshakes and first long-polls in flight at once
+OPENING = long_pollers.OPENING  # handshakes in flight at once (and first long-polls, in their process)
 HANDSHAKE_ATTEMPTS = 5
 OPENING_LIMIT_SECONDS = 300.0
 SETTLE_SECONDS = 12.0
@@ -141,61 +141,6 @@ def run(ctx: Context) -> Report:
     return report
 
 
-class LongPoller:
-    """One agent's long-poll on one request over one keep-alive HTTP/1.1 connection, re-issued as it returns."""
-
-    def __init__(self, host: str, port: int, key: str, request_id: str, outcomes: Counter[str]) -> None:
-        self.host, self.port, self.key, self.request_id = host, port, key, request_id
-        self.outcomes = outcomes
-        self.first_sent = asyncio.Event()
-        self.waiting = False
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def run(self) -> None:
-        try:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-        except OSError as exc:
-            self.outcomes[f"connect {type(exc).__name__}"] += 1
-            self.first_sent.set()
-            return
-        self.writer = writer
-        request = (
-            f"GET /api/v1/requests/{self.request_id}?wait={LONG_POLL_SECONDS} HTTP/1.1\r\n"
-            f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {self.key}\r\n\r\n"
-        ).encode()
-        try:
-            while True:
-                writer.write(request)
-                await writer.drain()
-                self.waiting = True
-                self.first_sent.set()
-                status_line = await reader.readline()
-                if not status_line:
-                    self.outcomes["closed by server"] += 1
-                    return
-                status = int(status_line.split()[1])
-                length = 0
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = line.decode("latin-1").partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                body = await reader.readexactly(length)
-                self.waiting = False
-                returned = json.loads(body).get("status") if status == 200 else None
-                self.outcomes[f"{status} {returned}" if status == 200 else f"HTTP {status}"] += 1
-                if status != 200 or returned != "pending":
-                    return
-        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            self.waiting = False
-            self.outcomes[type(exc).__name__] += 1
-        finally:
-            self.first_sent.set()
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-
-
 class PollerProcess:
     """The long-polls in a client process of their own (`poll_forever`), so that neither client process needs
     more descriptors than the machine allows one. Talks over a pipe: opened, still polling, stop."""
@@ -203,7 +148,9 @@ class PollerProcess:
     def __init__(self, host: str, port: int, polls: list[tuple[str, str]]) -> None:
         context = multiprocessing.get_context("spawn")
         self.pipe, child = context.Pipe()
-        self.process = context.Process(target=poll_forever, args=(host, port, polls, child), daemon=True)
+        self.process = context.Process(
+            target=long_pollers.poll_forever, args=(host, port, polls, child), daemon=True
+        )
         self.process.start()
 
     async def reply(self, timeout: float) -> Any:
@@ -228,37 +175,6 @@ class PollerProcess:
         if self.process.is_alive():
             self.process.kill()
         return outcomes
-
-
-def poll_forever(host: str, port: int, polls: list[tuple[str, str]], pipe: Any) -> None:
-    raise_fd_limit()
-    asyncio.run(run_pollers(host, port, polls, pipe))
-
-
-async def run_pollers(host: str, port: int, polls: list[tuple[str, str]], pipe: Any) -> None:
-    outcomes: Counter[str] = Counter()
-    gate = asyncio.Semaphore(OPENING)
-    pollers: list[LongPoller] = []
-    tasks: list[asyncio.Task[None]] = []
-
-    async def start(key: str, request_id: str) -> None:
-        async with gate:
-            poller = LongPoller(host, port, key, request_id, outcomes)
-            pollers.append(poller)
-            tasks.append(asyncio.ensure_future(poller.run()))
-            await poller.first_sent.wait()
-
-    await asyncio.gather(*(start(key, request_id) for key, request_id in polls))
-    pipe.send(len(pollers))
-    while (command := await asyncio.to_thread(pipe.recv)) != "stop":
-        if command == "count":
-            pipe.send(sum(1 for task in tasks if not task.done()))
-    for task in tasks:
-        task.cancel()
-    for poller in pollers:
-        poller.close()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    pipe.send(dict(outcomes))
 
 
 def database_counters() -> tuple[int, int]:

@@ -32,6 +32,9 @@ class AsgiClient:
         ]
         communicator = HttpCommunicator(application, "GET", path + query, headers=raw_headers)
         response = await communicator.get_response(timeout=120)
+        # Let the application finish, as a server does: Django returns the request's database connection to the
+        # pool only after the response (request_finished), and a test that left it running leaked one per call.
+        await communicator.wait(timeout=30)
         return AsgiResponse(
             status_code=response["status"],
             headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response["headers"]},

@@ -157,7 +157,7 @@ def agent_for_scope(scope: Scope) -> Agent | None:
     return agent_for_key(token) if token and token.startswith("rh_") else None
 
 
-SettledAnswer = Callable[[int, str], bytes | None]
+AnswerAfterWait = Callable[[int, str, str], bytes | None]
 
 
 class LongPollMiddleware:
@@ -165,23 +165,23 @@ class LongPollMiddleware:
     valid agent key, waits here, then passes the request on without `wait`. Anything else passes straight on.
     The two routes are named by their URL names, so this module never imports the API's views.
 
-    A wait on a request that the closing push ended is answered here, without Django, when `settled_answer`
-    (agent id, request id → the JSON body, or None to let Django answer) is given: the API layer's
-    `long_poll_answers.settled_request_body`, wired in reviewhub/asgi.py. The response carries the headers Django
-    gave the route's last plain answer (security headers, Allow, Content-Type), learned from Django itself, so the
-    two can never differ; until Django has answered the route once, every wait goes through it."""
+    A wait on a request is answered here too, without Django, when `answer_after_wait` (agent id, key prefix,
+    request id → the JSON body, or None to let Django answer) is given: the API layer's
+    `long_poll_answers.request_body_after_wait`, wired in reviewhub/asgi.py. The response carries the headers Django
+    gave the route's last answer (security headers, Allow, Content-Type), learned from Django itself, so the two
+    can never differ; until Django has answered the route once, every wait goes through it."""
 
     def __init__(
         self,
         app: Any,
         request_route: str = "api-request",
         feed_route: str = "api-events",
-        settled_answer: SettledAnswer | None = None,
+        answer_after_wait: AnswerAfterWait | None = None,
     ) -> None:
         self.app: ASGIApp = app
         self.routes = {request_route: "request", feed_route: "feed"}
-        self.settled_answer = settled_answer
-        self.settled_headers: list[tuple[bytes, bytes]] | None = None
+        self.answer_after_wait = answer_after_wait
+        self.route_headers: list[tuple[bytes, bytes]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "GET":
@@ -209,23 +209,25 @@ class LongPollMiddleware:
             if disconnected:
                 return  # the agent gave up: nobody to answer
             if isinstance(ended, waiters.LongPollWait) and self.may_answer(ended, scope, query):
-                assert self.settled_answer is not None and ended.request_id is not None
-                body = await database_call(self.settled_answer)(agent.pk, ended.request_id)
+                assert self.answer_after_wait is not None and ended.request_id is not None
+                body = await database_call(self.answer_after_wait)(
+                    agent.pk, agent.key_prefix, ended.request_id
+                )
                 if body is not None:
                     await self.answer(send, body)
                     return
             stripped = urlencode([(key, value) for key, value in query if key != "wait"])
             scope = {**scope, "query_string": stripped.encode("latin-1")}
-            if target[0] == "request" and self.settled_answer is not None:
+            if target[0] == "request" and self.answer_after_wait is not None:
                 send = self.learning_headers(send)
         await self.app(scope, receive, send)
 
     def may_answer(self, wait: waiters.LongPollWait, scope: Scope, query: list[tuple[str, str]]) -> bool:
-        """Whether Django's answer would be the plain JSON read: the push settled the wait, the key still stands,
-        nothing but `wait` is asked (DRF reads `format`), and JSON is acceptable without options (`indent`)."""
-        if self.settled_answer is None or self.settled_headers is None:
+        """Whether Django's answer would be the plain JSON read: no key change was pushed during the wait, nothing
+        but `wait` is asked (DRF reads `format`), and JSON is acceptable without options (`indent`)."""
+        if self.answer_after_wait is None or self.route_headers is None:
             return False
-        if not wait.settled_by_push or wait.key_changed or any(key != "wait" for key, _ in query):
+        if wait.key_changed or any(key != "wait" for key, _ in query):
             return False
         accept = dict(scope.get("headers", [])).get(b"accept", b"").decode("latin-1").lower()
         return not accept or (
@@ -240,15 +242,15 @@ class LongPollMiddleware:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 headers = [(name, value) for name, value in message.get("headers", [])]
                 if not any(name.lower() == b"set-cookie" for name, _ in headers):
-                    self.settled_headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
+                    self.route_headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
             await send(message)
 
         return noting
 
     async def answer(self, send: Send, body: bytes) -> None:
-        assert self.settled_headers is not None
+        assert self.route_headers is not None
         length = (b"Content-Length", str(len(body)).encode("ascii"))
-        await send({"type": "http.response.start", "status": 200, "headers": [*self.settled_headers, length]})
+        await send({"type": "http.response.start", "status": 200, "headers": [*self.route_headers, length]})
         await send({"type": "http.response.body", "body": body})
 
     def target(self, scope: Scope) -> tuple[str, Any] | None:

@@ -37,8 +37,8 @@ import logging
 import random
 import uuid
 import weakref
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -49,6 +49,7 @@ from django.conf import settings
 from elicitation.queue import untrusted_json
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FRAME_ERROR_CODES = {"surrogate": "invalid_text", "too_deep": "too_deep", "malformed": "invalid_json"}
 PROBE_GROUP = "reviewhub.layer-probe"
@@ -70,11 +71,33 @@ def layer_is_local(layer: BaseChannelLayer | None) -> bool:
     return layer is None or type(layer) is InMemoryChannelLayer
 
 
+MEMBERSHIP_CONCURRENCY = 8
+_membership_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def change_membership(call: Callable[[], Awaitable[T]]) -> T:
+    """A subscribe or unsubscribe on the layer (new channel, group join or leave), at most MEMBERSHIP_CONCURRENCY at
+    a time per process, each with its own timeout.
+
+    The pub/sub layer serialises them, and publishes, behind one lock per Redis connection, so a timeout around a
+    call queued there measured everyone else's calls. With 20,000 waiters opening, the ~30,000 queued joins timed
+    out, the sockets took the layer for down and all rejoined, and the queue never drained (bench #10). Queued here
+    instead, a call waits without a clock and the timeout covers its own round trip."""
+    loop = asyncio.get_running_loop()
+    gate = _membership_gates.get(loop)
+    if gate is None:
+        gate = _membership_gates[loop] = asyncio.Semaphore(MEMBERSHIP_CONCURRENCY)
+    async with gate:
+        return await asyncio.wait_for(call(), layer_timeout())
+
+
 async def open_channel(layer: Any) -> str:
     """The consumer's channel name; with the layer unreachable, a name of our own that `receive_forever` keeps
     trying to listen on (the socket's group messages reach it once the layer is back)."""
     try:
-        return str(await asyncio.wait_for(layer.new_channel(), layer_timeout()))
+        return str(await change_membership(layer.new_channel))
     except Exception as exc:
         logger.warning("channel layer unavailable when a socket opened (%s)", type(exc).__name__)
         LayerWatch.for_layer(layer).failed()
@@ -396,8 +419,9 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
         if self.channel_layer is None:
             return False
         LayerWatch.for_layer(self.channel_layer).register(self)
+        layer, channel = self.channel_layer, self.channel_name
         try:
-            await asyncio.wait_for(self.channel_layer.group_add(group, self.channel_name), layer_timeout())
+            await change_membership(functools.partial(layer.group_add, group, channel))
         except Exception as exc:
             logger.warning("channel layer unavailable joining a group (%s)", type(exc).__name__)
             LayerWatch.for_layer(self.channel_layer).failed()
@@ -413,11 +437,10 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
     async def leave_groups(self) -> None:
         if self.channel_layer is None:
             return
+        layer, channel = self.channel_layer, self.channel_name
         for group in sorted(self.groups_wanted):
             with contextlib.suppress(Exception):  # an outage must not turn a close into an error
-                await asyncio.wait_for(
-                    self.channel_layer.group_discard(group, self.channel_name), layer_timeout()
-                )
+                await change_membership(functools.partial(layer.group_discard, group, channel))
         self.groups_wanted = set()
         self.groups_joined = set()
 

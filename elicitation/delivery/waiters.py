@@ -34,6 +34,7 @@ rechecks alone.
 
 import asyncio
 import contextlib
+import functools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
@@ -44,7 +45,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from elicitation.delivery import pushes
-from elicitation.delivery.socket_base import jittered, layer_timeout, receive_forever
+from elicitation.delivery.socket_base import change_membership, jittered, receive_forever
 from elicitation.delivery.waiter_threads import database_call
 from elicitation.models import OPEN_STATUSES
 from elicitation.queue import selectors
@@ -144,7 +145,6 @@ class LongPollWait:
     request_id: str | None = None
     cursor: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    settled_by_push: bool = False  # ended by the push that closed the request, not by a database read
     key_changed: bool = False  # the agent's key was revoked or rotated meanwhile: Django must answer (401)
 
 
@@ -218,11 +218,11 @@ class WaiterHub:
                     return
                 try:
                     if wanted:
-                        await asyncio.wait_for(self.layer.group_add(group, channel), layer_timeout())
+                        await change_membership(functools.partial(self.layer.group_add, group, channel))
                         self.joined.add(group)
                     else:
                         self.joined.discard(group)
-                        await asyncio.wait_for(self.layer.group_discard(group, channel), layer_timeout())
+                        await change_membership(functools.partial(self.layer.group_discard, group, channel))
                 except Exception as exc:
                     self.layer_failed()
                     logger.warning(
@@ -246,7 +246,7 @@ class WaiterHub:
                 if self.layer_resting():
                     return None
                 try:
-                    self.channel = str(await asyncio.wait_for(self.layer.new_channel(), layer_timeout()))
+                    self.channel = str(await change_membership(self.layer.new_channel))
                 except Exception as exc:
                     self.layer_failed()
                     logger.warning(
@@ -317,7 +317,6 @@ class WaiterHub:
             if message.get("type") == "agent.revoked":
                 wait.key_changed = True
             elif event_closes(message, request_id):  # the read that would follow could only confirm it
-                wait.settled_by_push = True
                 wait.done.set()
 
         # The agent's group, not the request's: one membership for all of an agent's waits (kept a while after,

@@ -1,4 +1,4 @@
-"""A long-poll that the closing push settled is answered in front of Django (delivery/long_poll.py with
+"""A long-poll on a request is answered in front of Django once its wait ends (delivery/long_poll.py with
 api/long_poll_answers.py): the same body and headers as Django's answer, without its pass. Whatever Django must
 judge (a key revoked meanwhile, a rate exceeded, options only DRF reads) still goes through Django."""
 
@@ -10,9 +10,9 @@ import pytest
 from channels.db import database_sync_to_async
 
 from elicitation.api.agent_views import RequestDetailView
-from elicitation.delivery import waiters
+from elicitation.delivery import pushes, waiters
 from elicitation.models import Agent, ElicitationRequest
-from elicitation.queue import accounts
+from elicitation.queue import accounts, signals
 from reviewhub.asgi import long_polls
 from reviewhub.rates import parse_rate
 from tests.asgi import AsgiClient, AsgiResponse
@@ -25,7 +25,7 @@ Answer = Callable[..., Awaitable[ElicitationRequest]]
 @pytest.fixture
 def django_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every answer RequestDetailView gives, by request id; and the middleware starts with nothing learned."""
-    monkeypatch.setattr(long_polls, "settled_headers", None)
+    monkeypatch.setattr(long_polls, "route_headers", None)
     calls: list[str] = []
     original = RequestDetailView.dispatch
 
@@ -106,6 +106,53 @@ async def test_a_key_revoked_during_the_wait_is_refused_by_django(
 
     assert response.status_code == 401
     assert "result" not in response.json()
+
+
+async def test_a_revocation_whose_push_was_lost_is_still_refused_by_django(
+    agent_with_key: tuple[Agent, str],
+    make_request: Callable[..., ElicitationRequest],
+    answer: Answer,
+    django_reads: list[str],
+) -> None:
+    """The key is re-checked on the row read with the request: no push is needed for a revoked key to be refused."""
+    agent, key = agent_with_key
+    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
+    await long_poll_answered_by(answer, learn, key)
+
+    async def revoke_silently_then_answer(request: ElicitationRequest, action: str) -> ElicitationRequest:
+        signals.agent_key_changed.disconnect(dispatch_uid="delivery.agent_key_changed")
+        try:
+            await database_sync_to_async(accounts.revoke_agent)(agent)
+        finally:
+            signals.agent_key_changed.connect(
+                pushes.on_agent_key_changed, dispatch_uid="delivery.agent_key_changed"
+            )
+        return await answer(request, action)
+
+    response = await long_poll_answered_by(revoke_silently_then_answer, request, key)
+
+    assert response.status_code == 401
+    assert django_reads[-1] == str(request.pk)
+
+
+async def test_a_wait_that_runs_out_is_answered_in_front_of_django_with_the_open_state(
+    agent_with_key: tuple[Agent, str],
+    make_request: Callable[..., ElicitationRequest],
+    answer: Answer,
+    settings: Any,
+    django_reads: list[str],
+) -> None:
+    _, key = agent_with_key
+    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
+    await long_poll_answered_by(answer, learn, key)
+    settings.MAX_LONG_POLL_SECONDS = 1
+
+    response = await AsgiClient().get(
+        f"/api/v1/requests/{request.pk}", {"wait": 30}, headers={"Authorization": f"Bearer {key}"}
+    )
+
+    assert (response.status_code, response.json()["status"]) == (200, "pending")
+    assert django_reads == [str(learn.pk)]
 
 
 async def test_an_agent_over_its_rate_gets_djangos_429_not_the_answer(

@@ -1,0 +1,98 @@
+"""The long-polls of bench #10 (waiting), run in a client process of their own: started with the `spawn` method, so
+this module imports nothing that needs Django."""
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+from bench.harness import raise_fd_limit
+
+LONG_POLL_SECONDS = 60
+OPENING = 64  # first long-polls in flight at once
+
+
+class LongPoller:
+    """One agent's long-poll on one request over one keep-alive HTTP/1.1 connection, re-issued as it returns."""
+
+    def __init__(self, host: str, port: int, key: str, request_id: str, outcomes: Counter[str]) -> None:
+        self.host, self.port, self.key, self.request_id = host, port, key, request_id
+        self.outcomes = outcomes
+        self.first_sent = asyncio.Event()
+        self.waiting = False
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def run(self) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+        except OSError as exc:
+            self.outcomes[f"connect {type(exc).__name__}"] += 1
+            self.first_sent.set()
+            return
+        self.writer = writer
+        request = (
+            f"GET /api/v1/requests/{self.request_id}?wait={LONG_POLL_SECONDS} HTTP/1.1\r\n"
+            f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {self.key}\r\n\r\n"
+        ).encode()
+        try:
+            while True:
+                writer.write(request)
+                await writer.drain()
+                self.waiting = True
+                self.first_sent.set()
+                status_line = await reader.readline()
+                if not status_line:
+                    self.outcomes["closed by server"] += 1
+                    return
+                status = int(status_line.split()[1])
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                body = await reader.readexactly(length)
+                self.waiting = False
+                returned = json.loads(body).get("status") if status == 200 else None
+                self.outcomes[f"{status} {returned}" if status == 200 else f"HTTP {status}"] += 1
+                if status != 200 or returned != "pending":
+                    return
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            self.waiting = False
+            self.outcomes[type(exc).__name__] += 1
+        finally:
+            self.first_sent.set()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def poll_forever(host: str, port: int, polls: list[tuple[str, str]], pipe: Any) -> None:
+    raise_fd_limit()
+    asyncio.run(run_pollers(host, port, polls, pipe))
+
+
+async def run_pollers(host: str, port: int, polls: list[tuple[str, str]], pipe: Any) -> None:
+    outcomes: Counter[str] = Counter()
+    gate = asyncio.Semaphore(OPENING)
+    pollers: list[LongPoller] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(key: str, request_id: str) -> None:
+        async with gate:
+            poller = LongPoller(host, port, key, request_id, outcomes)
+            pollers.append(poller)
+            tasks.append(asyncio.ensure_future(poller.run()))
+            await poller.first_sent.wait()
+
+    await asyncio.gather(*(start(key, request_id) for key, request_id in polls))
+    pipe.send(len(pollers))
+    while (command := await asyncio.to_thread(pipe.recv)) != "stop":
+        if command == "count":
+            pipe.send(sum(1 for task in tasks if not task.done()))
+    for task in tasks:
+        task.cancel()
+    for poller in pollers:
+        poller.close()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    pipe.send(dict(outcomes))
