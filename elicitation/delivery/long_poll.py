@@ -236,7 +236,7 @@ class LongPollMiddleware:
         )
 
     def learning_headers(self, send: Send) -> Send:
-        """`send`, noting the headers of Django's first 200 on the request route (never one that sets a cookie)."""
+        """`send`, noting the headers of each 200 Django gives on the request route (never one that sets a cookie)."""
 
         async def noting(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 200:
