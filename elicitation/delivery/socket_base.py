@@ -95,7 +95,10 @@ async def change_membership(call: Callable[[], Awaitable[T]]) -> T:
 
 async def open_channel(layer: Any) -> str:
     """The consumer's channel name; with the layer unreachable, a name of our own that `receive_forever` keeps
-    trying to listen on (the socket's group messages reach it once the layer is back)."""
+    trying to listen on (the socket's group messages reach it once the layer is back). A layer already known to be
+    away is not asked: thousands of sockets reconnecting would queue behind each other's timeouts."""
+    if LayerWatch.for_layer(layer).known_down:
+        return f"specific.unjoined!{uuid.uuid4().hex}"
     try:
         return str(await change_membership(layer.new_channel))
     except Exception as exc:
@@ -141,6 +144,11 @@ class LayerWatch:
 
     def failed(self) -> None:
         self.healthy = False
+
+    @property
+    def known_down(self) -> bool:
+        """Failed, and not yet seen back by the probe (which only watches a layer that can go away)."""
+        return not self.healthy and not layer_is_local(self.layer)
 
     def register(self, socket: "HardenedJsonConsumer") -> None:
         if layer_is_local(self.layer):
@@ -418,7 +426,10 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
         self.groups_wanted.add(group)
         if self.channel_layer is None:
             return False
-        LayerWatch.for_layer(self.channel_layer).register(self)
+        watch = LayerWatch.for_layer(self.channel_layer)
+        watch.register(self)
+        if watch.known_down:
+            return False  # joined when the watch sees the layer back (layer_recovered)
         layer, channel = self.channel_layer, self.channel_name
         try:
             await change_membership(functools.partial(layer.group_add, group, channel))

@@ -168,9 +168,8 @@ class WaiterHub:
         self.feed_check: asyncio.Task[None] | None = None
         self.feed_dirty = False
         self.background: set[asyncio.Task[Any]] = set()
-        self.lingering: dict[
-            str, asyncio.TimerHandle
-        ] = {}  # joined groups nobody listens to, until they expire
+        # Joined groups nobody listens to any more, each with the timer that leaves it (GROUP_LINGER_SECONDS).
+        self.lingering: dict[str, asyncio.TimerHandle] = {}
         self.layer_rests_until = 0.0  # after a layer failure, waiters do not queue behind its timeouts
 
     # --- groups: one membership per group per process ---
