@@ -10,6 +10,7 @@ from bench.harness import raise_fd_limit
 
 LONG_POLL_SECONDS = 60
 OPENING = 64  # first long-polls in flight at once
+OPENING_PER_SECOND = 150.0  # about the rate the server completes socket handshakes
 
 
 class LongPoller:
@@ -78,14 +79,17 @@ async def run_pollers(host: str, port: int, polls: list[tuple[str, str]], pipe: 
     pollers: list[LongPoller] = []
     tasks: list[asyncio.Task[None]] = []
 
-    async def start(key: str, request_id: str) -> None:
+    async def start(index: int, key: str, request_id: str) -> None:
+        # Paced: written at once, 10,000 long-polls would all queue their key checks on the server's few database
+        # threads ahead of the sockets' handshakes, which then stalled (a flood no agent fleet sends at once).
+        await asyncio.sleep(index / OPENING_PER_SECOND)
         async with gate:
             poller = LongPoller(host, port, key, request_id, outcomes)
             pollers.append(poller)
             tasks.append(asyncio.ensure_future(poller.run()))
             await poller.first_sent.wait()
 
-    await asyncio.gather(*(start(key, request_id) for key, request_id in polls))
+    await asyncio.gather(*(start(index, key, request_id) for index, (key, request_id) in enumerate(polls)))
     pipe.send(len(pollers))
     while (command := await asyncio.to_thread(pipe.recv)) != "stop":
         if command == "count":
