@@ -90,13 +90,13 @@ async def run_pollers(host: str, port: int, polls: list[tuple[str, str]], pipe: 
             await poller.first_sent.wait()
 
     await asyncio.gather(*(start(index, key, request_id) for index, (key, request_id) in enumerate(polls)))
-    pipe.send(len(pollers))
+    pipe.send(("opened", len(pollers)))
     while (command := await asyncio.to_thread(pipe.recv)) != "stop":
         if command == "count":
-            pipe.send(sum(1 for task in tasks if not task.done()))
+            pipe.send(("count", sum(1 for task in tasks if not task.done())))
     for task in tasks:
         task.cancel()
     for poller in pollers:
         poller.close()
     await asyncio.gather(*tasks, return_exceptions=True)
-    pipe.send(dict(outcomes))
+    pipe.send(("outcomes", dict(outcomes)))
