@@ -273,13 +273,17 @@ class KeepAliveHttp:
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def request(
-        self, method: str, path: str, headers: dict[str, str] | None = None
+        self, method: str, path: str, headers: dict[str, str] | None = None, sent: asyncio.Event | None = None
     ) -> tuple[int, bytes]:
+        """(status, body); `sent` is set once the request is written."""
         reader, writer = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Length: 0"]
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         try:
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            await writer.drain()
+            if sent is not None:
+                sent.set()
             status_line = await reader.readline()
             if not status_line:
                 raise ConnectionError("closed by server")

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from bench.harness import raise_fd_limit
+from bench.harness import KeepAliveHttp, raise_fd_limit
 
 LONG_POLL_SECONDS = 60
 OPENING = 64  # first long-polls in flight at once
@@ -17,55 +17,27 @@ class LongPoller:
     """One agent's long-poll on one request over one keep-alive HTTP/1.1 connection, re-issued as it returns."""
 
     def __init__(self, host: str, port: int, key: str, request_id: str, outcomes: Counter[str]) -> None:
-        self.host, self.port, self.key, self.request_id = host, port, key, request_id
+        self.http = KeepAliveHttp(host, port)
+        self.path = f"/api/v1/requests/{request_id}?wait={LONG_POLL_SECONDS}"
+        self.headers = {"Authorization": f"Bearer {key}"}
         self.outcomes = outcomes
         self.first_sent = asyncio.Event()
-        self.waiting = False
-        self.writer: asyncio.StreamWriter | None = None
 
     async def run(self) -> None:
         try:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-        except OSError as exc:
-            self.outcomes[f"connect {type(exc).__name__}"] += 1
-            self.first_sent.set()
-            return
-        self.writer = writer
-        request = (
-            f"GET /api/v1/requests/{self.request_id}?wait={LONG_POLL_SECONDS} HTTP/1.1\r\n"
-            f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {self.key}\r\n\r\n"
-        ).encode()
-        try:
             while True:
-                writer.write(request)
-                await writer.drain()
-                self.waiting = True
-                self.first_sent.set()
-                status_line = await reader.readline()
-                if not status_line:
-                    self.outcomes["closed by server"] += 1
-                    return
-                status = int(status_line.split()[1])
-                length = 0
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = line.decode("latin-1").partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                body = await reader.readexactly(length)
-                self.waiting = False
+                status, body = await self.http.request("GET", self.path, self.headers, sent=self.first_sent)
                 returned = json.loads(body).get("status") if status == 200 else None
                 self.outcomes[f"{status} {returned}" if status == 200 else f"HTTP {status}"] += 1
                 if status != 200 or returned != "pending":
                     return
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            self.waiting = False
             self.outcomes[type(exc).__name__] += 1
         finally:
             self.first_sent.set()
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        self.http.close()
 
 
 def poll_forever(host: str, port: int, polls: list[tuple[str, str]], pipe: Any) -> None:

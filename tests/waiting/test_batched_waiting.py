@@ -53,6 +53,21 @@ def counting_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> l
     return calls
 
 
+def layer_calls(monkeypatch: pytest.MonkeyPatch, *names: str) -> list[tuple[str, str]]:
+    """Record each named group call on the channel layer as (call, group), then let it through."""
+    layer = get_channel_layer()
+    calls: list[tuple[str, str]] = []
+    for name in names:
+        original = getattr(layer, name)
+
+        async def recorded(group: str, channel: str, name: str = name, original: Any = original) -> None:
+            calls.append((name, group))
+            await original(group, channel)
+
+        monkeypatch.setattr(layer, name, recorded)
+    return calls
+
+
 def pushes_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every publish from now on is lost on its way (as in a Redis blip); the database commits as usual."""
 
@@ -147,15 +162,7 @@ async def test_one_push_wakes_every_long_poll_on_its_request_through_one_group_m
     settings.LONG_POLL_RECHECK_SECONDS = 30  # whatever returns early was woken by the push
     _, key = agent_with_key
     request = await database_sync_to_async(make_request)()
-    layer = get_channel_layer()
-    joins: list[str] = []
-    original_group_add = layer.group_add
-
-    async def counting_group_add(group: str, channel: str) -> None:
-        joins.append(group)
-        await original_group_add(group, channel)
-
-    monkeypatch.setattr(layer, "group_add", counting_group_add)
+    calls = layer_calls(monkeypatch, "group_add")
     first_looks = counting_calls(monkeypatch, long_poll, "request_is_closed")
     rounds = counting_calls(monkeypatch, waiters, "read_long_poll_round")
     client = AsgiClient()
@@ -171,7 +178,7 @@ async def test_one_push_wakes_every_long_poll_on_its_request_through_one_group_m
     done = await asyncio.wait_for(asyncio.gather(*polls), timeout=10)
 
     assert [(r.status_code, r.json()["status"]) for r in done[:4]] == [(200, "completed")] * 4
-    assert joins == [pushes.agent_group(request.agent_id)]  # one membership, the agent's
+    assert calls == [("group_add", pushes.agent_group(request.agent_id))]  # one membership, the agent's
     assert len(first_looks) == 5  # and no database read after the push
     assert rounds == []
 
@@ -186,16 +193,7 @@ async def test_an_agents_successive_long_polls_share_one_membership_left_only_af
     settings.LONG_POLL_RECHECK_SECONDS = 30  # whatever returns early was woken by the push
     monkeypatch.setattr(waiters, "GROUP_LINGER_SECONDS", 0.5)
     agent, _ = agent_with_key
-    layer = get_channel_layer()
-    calls: list[tuple[str, str]] = []
-    for name in ("group_add", "group_discard"):
-        original = getattr(layer, name)
-
-        async def counted(group: str, channel: str, name: str = name, original: Any = original) -> None:
-            calls.append((name, group))
-            await original(group, channel)
-
-        monkeypatch.setattr(layer, name, counted)
+    calls = layer_calls(monkeypatch, "group_add", "group_discard")
     group = pushes.agent_group(agent.pk)
     first_looks = counting_calls(monkeypatch, long_poll, "request_is_closed")
 

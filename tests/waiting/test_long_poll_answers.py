@@ -59,6 +59,16 @@ async def long_poll_answered_by(
     return await asyncio.wait_for(polling, 10)
 
 
+async def after_django_answered_once(
+    answer: Answer, make_request: Callable[..., ElicitationRequest], key: str
+) -> tuple[ElicitationRequest, ElicitationRequest]:
+    """Django answers one long-poll (the middleware learns the route's headers from it); returns that request and
+    a fresh one to wait on."""
+    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
+    await long_poll_answered_by(answer, learn, key)
+    return learn, request
+
+
 async def test_a_push_settled_long_poll_gets_djangos_body_and_headers_without_djangos_pass(
     agent_with_key: tuple[Agent, str],
     make_request: Callable[..., ElicitationRequest],
@@ -95,8 +105,7 @@ async def test_a_key_revoked_during_the_wait_is_refused_by_django(
     django_reads: list[str],
 ) -> None:
     agent, key = agent_with_key
-    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
-    await long_poll_answered_by(answer, learn, key)
+    _, request = await after_django_answered_once(answer, make_request, key)
 
     async def revoke_then_answer(request: ElicitationRequest, action: str) -> ElicitationRequest:
         await database_sync_to_async(accounts.revoke_agent)(agent)
@@ -116,8 +125,7 @@ async def test_a_revocation_whose_push_was_lost_is_still_refused_by_django(
 ) -> None:
     """The key is re-checked on the row read with the request: no push is needed for a revoked key to be refused."""
     agent, key = agent_with_key
-    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
-    await long_poll_answered_by(answer, learn, key)
+    _, request = await after_django_answered_once(answer, make_request, key)
 
     async def revoke_silently_then_answer(request: ElicitationRequest, action: str) -> ElicitationRequest:
         signals.agent_key_changed.disconnect(dispatch_uid="delivery.agent_key_changed")
@@ -143,8 +151,7 @@ async def test_a_wait_that_runs_out_is_answered_in_front_of_django_with_the_open
     django_reads: list[str],
 ) -> None:
     _, key = agent_with_key
-    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
-    await long_poll_answered_by(answer, learn, key)
+    learn, request = await after_django_answered_once(answer, make_request, key)
     settings.MAX_LONG_POLL_SECONDS = 1
 
     response = await AsgiClient().get(
@@ -163,8 +170,7 @@ async def test_an_agent_over_its_rate_gets_djangos_429_not_the_answer(
     django_reads: list[str],
 ) -> None:
     _, key = agent_with_key
-    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
-    await long_poll_answered_by(answer, learn, key)
+    _, request = await after_django_answered_once(answer, make_request, key)
     settings.AGENT_RATE = parse_rate("1/min")  # the settled answer's own charge is the one too many
 
     response = await long_poll_answered_by(answer, request, key)
@@ -186,8 +192,7 @@ async def test_what_only_django_reads_sends_a_settled_wait_through_django(
     query: dict[str, str],
 ) -> None:
     _, key = agent_with_key
-    learn, request = [await database_sync_to_async(make_request)() for _ in range(2)]
-    await long_poll_answered_by(answer, learn, key)
+    _, request = await after_django_answered_once(answer, make_request, key)
 
     response = await long_poll_answered_by(answer, request, key, headers, query)
 
