@@ -11,8 +11,10 @@ interval for all of them, on a few shared threads.
 """
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 from uuid import UUID
@@ -22,9 +24,7 @@ from django.urls import Resolver404, resolve
 
 from elicitation.delivery import waiters
 from elicitation.delivery.waiter_threads import database_call
-from elicitation.models import OPEN_STATUSES, Agent
-from elicitation.queue import access, selectors
-from elicitation.queue.errors import NotFoundError
+from elicitation.queue import selectors
 from elicitation.queue.keys import agent_for_key, scope_bearer_token
 
 logger = logging.getLogger(__name__)
@@ -93,44 +93,28 @@ async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool
         return await is_done()
 
 
-def request_is_closed(agent_id: int, request_id: Any) -> bool:
-    """Whether the wait is over: the request closed, or it is not the agent's (Django's answer then says 404)."""
-    try:
-        return access.owned_request(agent_id, request_id).status not in OPEN_STATUSES
-    except NotFoundError:
-        return True
-
-
-def agent_has_events_after(agent_id: int, cursor: int) -> bool:
-    return bool(selectors.agent_events_after(agent_id, cursor, limit=1))
-
-
 closes_the_request = waiters.closes_the_request
 
 
-async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> waiters.LongPollWait | None:
+async def wait_for_request(
+    agent_id: int, request_id: Any, seconds: float, key_prefix: str = ""
+) -> waiters.LongPollWait | None:
     """Until the agent's request closes (or is not the agent's: Django's answer then says 404). The wait, which
-    says how it ended; None for an id that is no request's."""
+    says how it ended; None for an id that is no request's. Its first look is one of the hub's spaced reads."""
     try:
         canonical = str(UUID(str(request_id)))  # as events name the request
     except ValueError:
         return None  # no such request: Django's answer says 404
-    wait = waiters.LongPollWait(agent_id, request_id=canonical)
-    await waiters.hub().wait(
-        wait,
-        seconds,
-        lambda: check_tolerating_blips(lambda: database_call(request_is_closed)(agent_id, request_id)),
-    )
+    hub = waiters.hub()
+    wait = waiters.LongPollWait(agent_id, request_id=canonical, key_prefix=key_prefix)
+    await hub.wait(wait, seconds, lambda: check_tolerating_blips(lambda: hub.first_look_at_request(wait)))
     return wait
 
 
 async def wait_for_feed(agent_id: int, cursor: int, seconds: float) -> None:
+    hub = waiters.hub()
     wait = waiters.LongPollWait(agent_id, cursor=cursor)
-    await waiters.hub().wait(
-        wait,
-        seconds,
-        lambda: check_tolerating_blips(lambda: database_call(agent_has_events_after)(agent_id, cursor)),
-    )
+    await hub.wait(wait, seconds, lambda: check_tolerating_blips(lambda: hub.first_look_at_feed(wait)))
 
 
 def parse_wait(raw: str | None) -> int:
@@ -152,12 +136,38 @@ def parse_cursor(raw: str | None) -> int | None:
 # --- the ASGI middleware: wait on the event loop, then let Django answer ---------------------------------------
 
 
-def agent_for_scope(scope: Scope) -> Agent | None:
+@dataclass(frozen=True)
+class Caller:
+    """The agent a long-poll's key belongs to; `digest` (the key's sha256) names the key in the hub's trust."""
+
+    digest: bytes
+    agent_id: int
+    key_prefix: str
+
+
+async def caller_of(scope: Scope) -> Caller | None:
+    """The agent whose key the request bears, read from the database unless the hub trusts the key already (an agent
+    re-polling every minute costs no key read: waiters.KEY_TRUST_SECONDS)."""
     token = scope_bearer_token(scope)
-    return agent_for_key(token) if token and token.startswith("rh_") else None
+    if not token or not token.startswith("rh_"):
+        return None
+    digest = hashlib.sha256(token.encode()).digest()
+    hub = waiters.hub()
+    trusted = hub.trusted_key(digest)
+    if trusted is not None:
+        return Caller(digest, trusted.agent_id, trusted.key_prefix)
+    agent = await database_call(agent_for_key)(token)
+    if agent is None:
+        return None
+    hub.trust_key(digest, agent.pk, agent.key_prefix)
+    return Caller(digest, agent.pk, agent.key_prefix)
 
 
-AnswerAfterWait = Callable[[int, str, str], bytes | None]
+# (agent id, key prefix, request id) for each wait → the JSON body to answer it with, or None to let Django answer.
+AnswerAfterWait = Callable[[list[tuple[int, str, str]]], list[bytes | None]]
+# Waits that ran out are answered together, at most one read per this many seconds (the answer of a wait that a
+# push or a recheck ended is read at once).
+TIMED_OUT_ANSWER_SPACING = 0.25
 
 
 class LongPollMiddleware:
@@ -165,9 +175,8 @@ class LongPollMiddleware:
     valid agent key, waits here, then passes the request on without `wait`. Anything else passes straight on.
     The two routes are named by their URL names, so this module never imports the API's views.
 
-    A wait on a request is answered here too, without Django, when `answer_after_wait` (agent id, key prefix,
-    request id → the JSON body, or None to let Django answer) is given: the API layer's
-    `long_poll_answers.request_body_after_wait`, wired in reviewhub/asgi.py. The response carries the headers Django
+    A wait on a request is answered here too, without Django, when `answer_after_wait` (see `AnswerAfterWait`) is
+    given: the API layer's `long_poll_answers.request_bodies_after_wait`, wired in reviewhub/asgi.py. The response carries the headers Django
     gave the route's last answer (security headers, Allow, Content-Type), learned from Django itself, so the two
     can never differ; until Django has answered the route once, every wait goes through it."""
 
@@ -194,28 +203,28 @@ class LongPollMiddleware:
         if target is None:
             await self.app(scope, receive, send)
             return
-        agent = await database_call(agent_for_scope)(scope)
-        if agent is not None:
+        caller = await caller_of(scope)
+        if caller is not None:
             kind, request_id = target
             if kind == "request":
-                waiting = wait_for_request(agent.pk, request_id, seconds)
+                waiting = wait_for_request(caller.agent_id, request_id, seconds, caller.key_prefix)
             else:
                 cursor = parse_cursor(params.get("after"))
                 if cursor is None:
                     await self.app(scope, receive, send)  # Django answers the bad cursor with 400
                     return
-                waiting = wait_for_feed(agent.pk, cursor, seconds)
+                waiting = wait_for_feed(caller.agent_id, cursor, seconds)
             receive, disconnected, ended = await self.wait_unless_disconnected(waiting, receive)
             if disconnected:
                 return  # the agent gave up: nobody to answer
             if isinstance(ended, waiters.LongPollWait) and self.may_answer(ended, scope, query):
-                assert self.answer_after_wait is not None and ended.request_id is not None
-                body = await database_call(self.answer_after_wait)(
-                    agent.pk, agent.key_prefix, ended.request_id
-                )
+                body = await self.body_after(ended)
+                hub = waiters.hub()
                 if body is not None:
+                    hub.trust_key(caller.digest, caller.agent_id, caller.key_prefix)  # the row confirmed it
                     await self.answer(send, body)
                     return
+                hub.distrust(caller.digest)  # revoked, rotated, over its rate or gone: Django says which
             stripped = urlencode([(key, value) for key, value in query if key != "wait"])
             scope = {**scope, "query_string": stripped.encode("latin-1")}
             if target[0] == "request" and self.answer_after_wait is not None:
@@ -234,6 +243,17 @@ class LongPollMiddleware:
             "indent" not in accept
             and any(kind in accept for kind in ("application/json", "*/*", "application/*"))
         )
+
+    async def body_after(self, wait: waiters.LongPollWait) -> bytes | None:
+        """The answer's body: read at once for a wait that was answered, with the other run-out waits otherwise."""
+        if wait.done.is_set():
+            return (await database_call(self.read_answers)([wait]))[wait]
+        return await waiters.hub().spaced(self.read_answers, TIMED_OUT_ANSWER_SPACING).look_up(wait)
+
+    def read_answers(self, waits: list[waiters.LongPollWait]) -> dict[waiters.LongPollWait, bytes | None]:
+        assert self.answer_after_wait is not None
+        asked = [(wait.agent_id, wait.key_prefix, str(wait.request_id)) for wait in waits]
+        return dict(zip(waits, self.answer_after_wait(asked), strict=True))
 
     def learning_headers(self, send: Send) -> Send:
         """`send`, noting the headers of each 200 Django gives on the request route (never one that sets a cookie)."""

@@ -7,12 +7,16 @@ it, so waiters look at the database now and then; here they do it together:
 - long-polls: every LONG_POLL_RECHECK_SECONDS (jittered) the hub reads, in ONE query per chunk of CHUNK ids, which
   awaited requests are still open (`requests_still_open`), and in one query per chunk every feed-waiting agent's
   head cursor (`agent_heads`); only the waits whose answer is now ready are woken.
-- agent sockets keep their own (jittered) timers (agent_socket.py), but their head look-up joins a batch: the
-  look-ups that arrive within HEAD_BATCH_SECONDS are answered by ONE query per chunk (`agent_event_heads`), which
-  also says whether the socket's key was revoked or rotated away. A socket whose head moved then reads its outbox.
+- agent sockets keep their own (jittered) timers (agent_socket.py), but their head look-ups are spaced reads
+  (`SpacedReads`, HEAD_BATCH_SECONDS apart): ONE query per chunk (`agent_event_heads`), which also says whether the
+  socket's key was revoked or rotated away. A socket whose head moved then reads its outbox.
+- a new long-poll's first look (is the answer there already?) is a spaced read too (FIRST_LOOK_SPACING), and so
+  is the answer of every long-poll whose wait ran out (long_poll.py); an agent key that the database confirmed
+  lately is trusted for starting a wait while its revocation would be heard (`trusted_key`).
 
 So the queries per interval stay flat however many agents wait (until a chunk fills): at most one long-poll round
-per LONG_POLL_RECHECK_SECONDS and one head batch per HEAD_BATCH_SECONDS.
+per LONG_POLL_RECHECK_SECONDS and one read of each spaced kind per its spacing. 10,000 long-polls re-polling every
+60 s cost a handful of queries a second, not three reads each (bench #10).
 
 In-process fan-out. The hub owns one channel on the layer and joins each group once, however many waiters of the
 process wait on it (ref-counted group_add / group_discard). Long-polls, on a request or on the feed, listen on
@@ -39,7 +43,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -55,9 +59,18 @@ logger = logging.getLogger(__name__)
 Message = MutableMapping[str, Any]
 Listener = Callable[[Message], None]
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 CHUNK = 5000  # ids per recheck query
-HEAD_BATCH_SECONDS = 0.5  # sockets' head look-ups arriving this close together share one query
+HEAD_BATCH_SECONDS = 0.5  # sockets' head look-ups: at most one query per this many seconds
+# New long-polls' first looks: at most one query (of each kind) per this many seconds. A quiet process looks at
+# once; a busy one makes a wait on an already closed request answer up to this much later.
+FIRST_LOOK_SPACING = 0.25
+# How long an agent key the database confirmed is trusted for starting a long-poll without reading it again; the
+# trust also ends with a revocation push (heard while the agent's group is joined) or a refused answer. A trusted
+# key only ever starts a wait: every answer is read with the key's row again (long_poll_answers.py).
+KEY_TRUST_SECONDS = 120.0
 # A group stays joined this long after its last waiter left: an agent that long-polls polls again, and each join
 # and leave queues behind every other one on the pub/sub layer's connection lock.
 GROUP_LINGER_SECONDS = 30.0
@@ -82,10 +95,7 @@ def read_long_poll_round(request_ids: list[str], feed_agent_ids: list[int]) -> L
     still_open: set[str] = set()
     for chunk in chunks(request_ids):
         still_open |= selectors.requests_still_open(chunk)
-    heads: dict[int, int] = {}
-    for agents in chunks(feed_agent_ids):
-        heads.update(selectors.agent_heads(agents))
-    return LongPollRound(still_open, heads)
+    return LongPollRound(still_open, read_feed_heads(feed_agent_ids))
 
 
 def read_socket_heads(keys: list[tuple[int, str]]) -> dict[tuple[int, str], int | None]:
@@ -96,7 +106,78 @@ def read_socket_heads(keys: list[tuple[int, str]]) -> dict[tuple[int, str], int 
 
 
 def read_feed_heads(agent_ids: list[int]) -> dict[int, int]:
-    return read_long_poll_round([], agent_ids).heads
+    heads: dict[int, int] = {}
+    for chunk in chunks(agent_ids):
+        heads.update(selectors.agent_heads(chunk))
+    return heads
+
+
+def read_first_looks(waits: list[tuple[int, str]]) -> dict[tuple[int, str], bool]:
+    """For each (agent, request) a new long-poll waits on, whether it is over already: the request closed, or it is
+    not the agent's (Django's answer then says 404). One query per chunk."""
+    still_open: set[tuple[int, str]] = set()
+    for chunk in chunks(waits):
+        owners = selectors.open_request_owners([request_id for _, request_id in chunk])
+        still_open |= {(agent_id, request_id) for request_id, agent_id in owners.items()}
+    return {wait: wait not in still_open for wait in waits}
+
+
+class SpacedReads(Generic[K, V]):
+    """Look-ups answered together by one read: the first at once, then at most one read per `spacing` seconds,
+    with every look-up that arrived meanwhile. A quiet process answers without delay; a busy one reads the database
+    1/`spacing` times a second however many look up. `read` (keys → values, run on the waiter threads) is called
+    with distinct keys; a key it leaves out is answered None."""
+
+    def __init__(self, read: Callable[[list[K]], dict[K, V]], spacing: float) -> None:
+        self.read = read
+        self.spacing = spacing
+        self.pending: dict[K, list[asyncio.Future[V | None]]] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.reading: asyncio.Task[None] | None = None
+        self.last_read = float("-inf")
+
+    async def look_up(self, key: K) -> V | None:
+        future: asyncio.Future[V | None] = asyncio.get_running_loop().create_future()
+        self.pending.setdefault(key, []).append(future)
+        self.schedule()
+        return await future
+
+    def schedule(self) -> None:
+        if self.timer is not None or self.reading is not None or not self.pending:
+            return
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_at(max(loop.time(), self.last_read + self.spacing), self.flush)
+
+    def flush(self) -> None:
+        self.timer = None
+        lookups, self.pending = self.pending, {}
+        self.last_read = asyncio.get_running_loop().time()
+        self.reading = asyncio.ensure_future(self.answer(lookups))
+
+    async def answer(self, lookups: dict[K, list[asyncio.Future[V | None]]]) -> None:
+        try:
+            found = await database_call(self.read)(list(lookups))
+        except Exception as exc:
+            for futures in lookups.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(exc)
+        else:
+            for key, futures in lookups.items():
+                for future in futures:
+                    if not future.done():
+                        future.set_result(found.get(key))
+        finally:
+            self.reading = None
+            self.schedule()
+
+    def close(self) -> None:
+        for pending in (self.timer, self.reading):
+            if pending is not None:
+                pending.cancel()
+        for futures in self.pending.values():
+            for future in futures:
+                future.cancel()
 
 
 # --- what a push means ---------------------------------------------------------------------------------------
@@ -144,8 +225,16 @@ class LongPollWait:
     agent_id: int
     request_id: str | None = None
     cursor: int = 0
+    key_prefix: str = ""  # of the key the wait was asked with
     done: asyncio.Event = field(default_factory=asyncio.Event)
     key_changed: bool = False  # the agent's key was revoked or rotated meanwhile: Django must answer (401)
+
+
+@dataclass
+class TrustedKey:
+    agent_id: int
+    key_prefix: str
+    confirmed_at: float
 
 
 class WaiterHub:
@@ -161,8 +250,14 @@ class WaiterHub:
         self.group_locks: dict[str, asyncio.Lock] = {}
         self.request_waits: dict[str, set[LongPollWait]] = {}
         self.feed_waits: set[LongPollWait] = set()
-        self.head_lookups: dict[tuple[int, str], list[asyncio.Future[int | None]]] = {}
-        self.head_batch: asyncio.TimerHandle | None = None
+        # Module functions looked up when called, so that a test may wrap them.
+        self.socket_heads = SpacedReads(lambda keys: read_socket_heads(keys), HEAD_BATCH_SECONDS)
+        self.request_looks = SpacedReads(lambda waits: read_first_looks(waits), FIRST_LOOK_SPACING)
+        self.feed_looks = SpacedReads(lambda agent_ids: read_feed_heads(agent_ids), FIRST_LOOK_SPACING)
+        self.other_reads: dict[Callable[..., Any], SpacedReads[Any, Any]] = {}
+        # sha256 of an agent key → whose it is, while trusted (KEY_TRUST_SECONDS); grouped by the agent's group.
+        self.trusted_keys: dict[bytes, TrustedKey] = {}
+        self.trusted_by_group: dict[str, set[bytes]] = {}
         self.receiving: asyncio.Task[None] | None = None
         self.rounds: asyncio.Task[None] | None = None
         self.feed_check: asyncio.Task[None] | None = None
@@ -221,6 +316,7 @@ class WaiterHub:
                         self.joined.add(group)
                     else:
                         self.joined.discard(group)
+                        self.distrust_group(group)  # its revocations go unheard from now on
                         await change_membership(functools.partial(self.layer.group_discard, group, channel))
                 except Exception as exc:
                     self.layer_failed()
@@ -236,6 +332,41 @@ class WaiterHub:
 
     def layer_failed(self) -> None:
         self.layer_rests_until = asyncio.get_running_loop().time() + settings.LONG_POLL_RECHECK_SECONDS
+        self.trusted_keys.clear()  # a revocation push may have been lost with the layer
+        self.trusted_by_group.clear()
+
+    # --- agent keys: trusted while a revocation would be heard ---
+
+    def trusted_key(self, digest: bytes) -> TrustedKey | None:
+        """Whose key this is, without a database read: the database confirmed it within KEY_TRUST_SECONDS, and the
+        agent's group has been joined since, so its revocation push would have been heard (and ended the trust)."""
+        trusted = self.trusted_keys.get(digest)
+        if trusted is None:
+            return None
+        group = pushes.agent_group(trusted.agent_id)
+        age = asyncio.get_running_loop().time() - trusted.confirmed_at
+        if age > KEY_TRUST_SECONDS or group not in self.joined or self.layer_resting():
+            self.distrust(digest)
+            return None
+        return trusted
+
+    def trust_key(self, digest: bytes, agent_id: int, key_prefix: str) -> None:
+        """The database just confirmed this key as `agent_id`'s (the key check, or an answer read with its row)."""
+        now = asyncio.get_running_loop().time()
+        self.trusted_keys[digest] = TrustedKey(agent_id, key_prefix, now)
+        self.trusted_by_group.setdefault(pushes.agent_group(agent_id), set()).add(digest)
+
+    def distrust(self, digest: bytes) -> None:
+        trusted = self.trusted_keys.pop(digest, None)
+        if trusted is not None:
+            group = pushes.agent_group(trusted.agent_id)
+            self.trusted_by_group.get(group, set()).discard(digest)
+            if not self.trusted_by_group.get(group):
+                self.trusted_by_group.pop(group, None)
+
+    def distrust_group(self, group: str) -> None:
+        for digest in self.trusted_by_group.pop(group, set()):
+            self.trusted_keys.pop(digest, None)
 
     async def open_channel(self) -> str | None:
         if self.channel is not None:
@@ -265,6 +396,8 @@ class WaiterHub:
 
     def dispatch(self, message: Message) -> None:
         group = group_of(message)
+        if message.get("type") == "agent.revoked" and group is not None:
+            self.distrust_group(group)
         if group is not None:
             targets = [group]
         else:  # the message does not say its group: every listener of its kind hears it
@@ -283,14 +416,37 @@ class WaiterHub:
         group, listener = self.enter(wait)
         try:
             await self.listen(group, listener)
-            if await first_look():
-                return
+            looking = asyncio.ensure_future(first_look())
+            woken = asyncio.ensure_future(wait.done.wait())
+            try:
+                # A push may answer before the (spaced) first look does.
+                await asyncio.wait({looking, woken}, return_when=asyncio.FIRST_COMPLETED)
+                if wait.done.is_set() or await looking:
+                    return
+            finally:
+                woken.cancel()
+                if looking.done() and not looking.cancelled():
+                    looking.exception()  # retrieved: a push answered, so a failed look no longer matters
+                looking.cancel()
             self.start_rounds()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wait.done.wait(), seconds)
         finally:
             self.unlisten(group, listener)
             self.leave(wait)
+
+    async def first_look_at_request(self, wait: LongPollWait) -> bool:
+        assert wait.request_id is not None
+        return bool(await self.request_looks.look_up((wait.agent_id, wait.request_id)))
+
+    async def first_look_at_feed(self, wait: LongPollWait) -> bool:
+        return (await self.feed_looks.look_up(wait.agent_id) or 0) > wait.cursor
+
+    def spaced(self, read: Callable[[list[K]], dict[K, V]], spacing: float) -> SpacedReads[K, V]:
+        """This hub's spaced reads through `read` (one set per function, made on first use)."""
+        if read not in self.other_reads:
+            self.other_reads[read] = SpacedReads(read, spacing)
+        return self.other_reads[read]
 
     def enter(self, wait: LongPollWait) -> tuple[str, Listener]:
         """Register `wait` for the rounds; its group and what it makes of the group's pushes."""
@@ -385,31 +541,8 @@ class WaiterHub:
     # --- agent sockets: batched head look-ups ---
 
     async def agent_head(self, agent_id: int, key_prefix: str) -> int | None:
-        """`selectors.agent_event_head`, answered with every other look-up made within HEAD_BATCH_SECONDS."""
-        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self.head_lookups.setdefault((agent_id, key_prefix), []).append(future)
-        if self.head_batch is None:
-            self.head_batch = asyncio.get_running_loop().call_later(HEAD_BATCH_SECONDS, self.flush_heads)
-        return await future
-
-    def flush_heads(self) -> None:
-        self.head_batch = None
-        lookups, self.head_lookups = self.head_lookups, {}
-        self.spawn(self.answer_heads(lookups))
-
-    async def answer_heads(self, lookups: dict[tuple[int, str], list[asyncio.Future[int | None]]]) -> None:
-        try:
-            heads = await database_call(read_socket_heads)(list(lookups))
-        except Exception as exc:
-            for futures in lookups.values():
-                for future in futures:
-                    if not future.done():
-                        future.set_exception(exc)
-            return
-        for key, futures in lookups.items():
-            for future in futures:
-                if not future.done():
-                    future.set_result(heads.get(key))
+        """`selectors.agent_event_head`, read together with every other socket's (HEAD_BATCH_SECONDS apart)."""
+        return await self.socket_heads.look_up((agent_id, key_prefix))
 
     # --- housekeeping ---
 
@@ -422,8 +555,9 @@ class WaiterHub:
         for task in (self.receiving, self.rounds, self.feed_check, *self.background):
             if task is not None:
                 task.cancel()
-        if self.head_batch is not None:
-            self.head_batch.cancel()
+        spaced: list[SpacedReads[Any, Any]] = [self.socket_heads, self.request_looks, self.feed_looks]
+        for reads in [*spaced, *self.other_reads.values()]:
+            reads.close()
         for timer in self.lingering.values():
             timer.cancel()
 

@@ -85,6 +85,19 @@ def check_supervisor(queue: Queue, user: Any) -> None:
         raise AccessDenied("Only a queue supervisor can do that.")
 
 
+def owned_requests(wanted: list[tuple[int, str]]) -> dict[tuple[int, str], ElicitationRequest]:
+    """`owned_request` for many (agent, request id) pairs in one query; the pairs that own nothing are left out."""
+    ids = set()
+    for _, request_id in wanted:
+        try:
+            ids.add(UUID(str(request_id)))
+        except ValueError:
+            continue
+    rows = ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").filter(pk__in=ids)
+    found = {(row.agent_id, str(row.pk)): row for row in rows}
+    return {pair: found[pair] for pair in wanted if pair in found}
+
+
 def owned_request(agent_id: int, request_id: UUID | str) -> ElicitationRequest:
     """An agent sees only its own requests; another agent's id is indistinguishable from a missing one."""
     try:

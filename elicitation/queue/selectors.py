@@ -167,6 +167,11 @@ def agent_event_head(agent_id: int, key_prefix: str) -> int | None:
 def requests_still_open(request_ids: list[str]) -> set[str]:
     """Which of `request_ids` are still open, in one query: a waiter on any other id (closed, gone, malformed) is
     done. Asking for the open ones, not the closed ones, lets a vanished row end its wait."""
+    return set(open_request_owners(request_ids))
+
+
+def open_request_owners(request_ids: list[str]) -> dict[str, int]:
+    """The still open ones of `request_ids`, each with its agent's id, in one query (malformed ids are skipped)."""
     ids = []
     for raw in request_ids:
         try:
@@ -174,7 +179,7 @@ def requests_still_open(request_ids: list[str]) -> set[str]:
         except ValueError:
             continue  # never a request: not open
     rows = ElicitationRequest.objects.filter(pk__in=ids, status__in=OPEN_STATUSES).order_by()
-    return {str(pk) for pk in rows.values_list("pk", flat=True)}
+    return {str(pk): agent_id for pk, agent_id in rows.values_list("pk", "agent_id")}
 
 
 def agent_heads(agent_ids: list[int]) -> dict[int, int]:

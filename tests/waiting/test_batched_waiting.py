@@ -53,6 +53,20 @@ def counting_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> l
     return calls
 
 
+def counting_first_looks(monkeypatch: pytest.MonkeyPatch, name: str) -> list[bool]:
+    """Wrap the hub's `name` (a long-poll's first look, one of its spaced reads): what each finished look found."""
+    original = getattr(waiters.WaiterHub, name)
+    found: list[bool] = []
+
+    async def counted(hub: waiters.WaiterHub, wait: waiters.LongPollWait) -> bool:
+        result = await original(hub, wait)
+        found.append(result)
+        return result
+
+    monkeypatch.setattr(waiters.WaiterHub, name, counted)
+    return found
+
+
 def layer_calls(monkeypatch: pytest.MonkeyPatch, *names: str) -> list[tuple[str, str]]:
     """Record each named group call on the channel layer as (call, group), then let it through."""
     layer = get_channel_layer()
@@ -97,13 +111,18 @@ async def test_lost_pushes_are_found_by_one_round_for_every_long_poll_at_a_flat_
     news = await database_sync_to_async(make_request)()  # its answer is the feed waiters' event
     pushes_lost(monkeypatch)
     round_queries = counting_queries(monkeypatch, "read_long_poll_round")
-    first_looks = counting_calls(monkeypatch, long_poll, "request_is_closed")
-    feed_looks = counting_calls(monkeypatch, long_poll, "agent_has_events_after")
+    first_look_queries = counting_queries(monkeypatch, "read_first_looks")
+    feed_look_queries = counting_queries(monkeypatch, "read_feed_heads")
+    first_looks = counting_first_looks(monkeypatch, "first_look_at_request")
+    feed_looks = counting_first_looks(monkeypatch, "first_look_at_feed")
 
     polls = [asyncio.ensure_future(long_poll.wait_for_request(agent.pk, r.pk, 30)) for r in requests]
     polls += [asyncio.ensure_future(long_poll.wait_for_feed(agent.pk, 0, 30)) for _ in range(waiting)]
     await until(lambda: len(first_looks) == waiting and len(feed_looks) == waiting)
     assert not any(poll.done() for poll in polls)  # all of them found nothing yet, and wait
+    assert not any(first_looks + feed_looks)
+    # The first looks are spaced reads: a few queries, the same for 1 or 200 waiters of each kind.
+    assert 1 <= sum(first_look_queries) <= 3 and 1 <= sum(feed_look_queries) <= 3
 
     # Closed without any push: a bulk update for the request waiters, an answer whose push is dropped for the feed.
     await database_sync_to_async(
@@ -163,7 +182,7 @@ async def test_one_push_wakes_every_long_poll_on_its_request_through_one_group_m
     _, key = agent_with_key
     request = await database_sync_to_async(make_request)()
     calls = layer_calls(monkeypatch, "group_add")
-    first_looks = counting_calls(monkeypatch, long_poll, "request_is_closed")
+    first_looks = counting_first_looks(monkeypatch, "first_look_at_request")
     rounds = counting_calls(monkeypatch, waiters, "read_long_poll_round")
     client = AsgiClient()
     headers = {"Authorization": f"Bearer {key}"}
@@ -195,7 +214,7 @@ async def test_an_agents_successive_long_polls_share_one_membership_left_only_af
     agent, _ = agent_with_key
     calls = layer_calls(monkeypatch, "group_add", "group_discard")
     group = pushes.agent_group(agent.pk)
-    first_looks = counting_calls(monkeypatch, long_poll, "request_is_closed")
+    first_looks = counting_first_looks(monkeypatch, "first_look_at_request")
 
     for turn in range(3):
         request = await database_sync_to_async(make_request)()
@@ -241,18 +260,20 @@ async def test_an_agents_event_ends_its_feed_waits_without_a_read_and_leaves_oth
     agent, _ = agent_with_key
     other, _ = await database_sync_to_async(accounts.create_agent)("bystander", queue_slugs=[])
     request = await database_sync_to_async(make_request)()
-    first_looks = counting_calls(monkeypatch, long_poll, "agent_has_events_after")
+    first_looks = counting_first_looks(monkeypatch, "first_look_at_feed")
     feed_reads = counting_calls(monkeypatch, waiters, "read_feed_heads")
     rounds = counting_calls(monkeypatch, waiters, "read_long_poll_round")
     mine = [asyncio.ensure_future(long_poll.wait_for_feed(agent.pk, 0, 25)) for _ in range(3)]
     theirs = asyncio.ensure_future(long_poll.wait_for_feed(other.pk, 0, 25))
     await until(lambda: len(first_looks) == 4)
+    reads_before = len(feed_reads)  # the first looks
 
     await answer(request, "decline")
     await asyncio.wait_for(asyncio.gather(*mine), timeout=10)
 
     assert not theirs.done()  # the event was this agent's: nobody else's cursor moved
-    assert len(first_looks) == 4 and feed_reads == [] and rounds == []  # no database read after the push
+    # No database read after the push.
+    assert len(first_looks) == 4 and len(feed_reads) == reads_before and rounds == []
     theirs.cancel()
 
 
