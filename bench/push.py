@@ -383,7 +383,8 @@ async def measure(
 
 async def redis_hop(url: str, count: int) -> list[float]:
     """PUBLISH a timestamp at RATE/s; the subscriber's receive time minus it is one bare Redis hop."""
-    publisher = aioredis.Redis.from_url(url)
+    # redis-py 8 caps an asyncio pool at 100 connections; publishes in flight after a stall can outnumber that.
+    publisher = aioredis.Redis.from_url(url, max_connections=int(RATE * 10))
     subscriber = aioredis.Redis.from_url(url)
     pubsub = subscriber.pubsub()
     channel = "rhbench.hop"
