@@ -7,7 +7,8 @@ idle sockets it saturated the process and the answer trailed the socket's frame 
 timing out together exhausted the database pool (bench #3 and #10). The key's HMAC was checked when the wait
 began (or trusted, as one the database confirmed lately: waiters.KEY_TRUST_SECONDS); what is left is what
 `RequestDetailView.get` does after that: count the call against AGENT_RATE, read the request, render it. Waits
-that ran out together are answered together, with one query. The middleware sends it with the headers Django gave the route.
+that ran out together are answered together, with one query. The middleware sends the bodies with the headers
+Django gave the route.
 """
 
 from elicitation.api import serializers as s

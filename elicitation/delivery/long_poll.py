@@ -176,9 +176,10 @@ class LongPollMiddleware:
     The two routes are named by their URL names, so this module never imports the API's views.
 
     A wait on a request is answered here too, without Django, when `answer_after_wait` (see `AnswerAfterWait`) is
-    given: the API layer's `long_poll_answers.request_bodies_after_wait`, wired in reviewhub/asgi.py. The response carries the headers Django
-    gave the route's last answer (security headers, Allow, Content-Type), learned from Django itself, so the two
-    can never differ; until Django has answered the route once, every wait goes through it."""
+    given: the API layer's `long_poll_answers.request_bodies_after_wait`, wired in reviewhub/asgi.py. The response
+    carries the headers Django gave the route's last answer (security headers, Allow, Content-Type), learned from
+    Django itself, so the two can never differ; until Django has answered the route once, every wait goes through
+    it."""
 
     def __init__(
         self,
