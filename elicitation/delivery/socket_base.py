@@ -435,7 +435,7 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
             await change_membership(functools.partial(layer.group_add, group, channel))
         except Exception as exc:
             logger.warning("channel layer unavailable joining a group (%s)", type(exc).__name__)
-            LayerWatch.for_layer(self.channel_layer).failed()
+            watch.failed()
             return False
         self.groups_joined.add(group)
         return True

@@ -85,6 +85,11 @@ def check_supervisor(queue: Queue, user: Any) -> None:
         raise AccessDenied("Only a queue supervisor can do that.")
 
 
+def with_relations() -> QuerySet[ElicitationRequest]:
+    """Requests with what an agent's view of them reads (the queue's slug, the owner's key, the claimant)."""
+    return ElicitationRequest.objects.select_related("queue", "agent", "claimed_by")
+
+
 def owned_requests(wanted: list[tuple[int, str]]) -> dict[tuple[int, str], ElicitationRequest]:
     """`owned_request` for many (agent, request id) pairs in one query; the pairs that own nothing are left out."""
     ids = set()
@@ -93,7 +98,7 @@ def owned_requests(wanted: list[tuple[int, str]]) -> dict[tuple[int, str], Elici
             ids.add(UUID(str(request_id)))
         except ValueError:
             continue
-    rows = ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").filter(pk__in=ids)
+    rows = with_relations().filter(pk__in=ids)
     found = {(row.agent_id, str(row.pk)): row for row in rows}
     return {pair: found[pair] for pair in wanted if pair in found}
 
@@ -101,11 +106,7 @@ def owned_requests(wanted: list[tuple[int, str]]) -> dict[tuple[int, str], Elici
 def owned_request(agent_id: int, request_id: UUID | str) -> ElicitationRequest:
     """An agent sees only its own requests; another agent's id is indistinguishable from a missing one."""
     try:
-        found = (
-            ElicitationRequest.objects.select_related("queue", "agent", "claimed_by")
-            .filter(pk=request_id, agent_id=agent_id)
-            .first()
-        )
+        found = with_relations().filter(pk=request_id, agent_id=agent_id).first()
     except (ValueError, TypeError):
         found = None
     if found is None:

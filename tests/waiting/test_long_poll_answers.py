@@ -59,6 +59,17 @@ async def long_poll_answered_by(
     return await asyncio.wait_for(polling, 10)
 
 
+def revoke_without_push(agent: Agent) -> None:
+    """Revoke the agent's key with its push lost on the way (as in a Redis blip)."""
+    signals.agent_key_changed.disconnect(dispatch_uid="delivery.agent_key_changed")
+    try:
+        accounts.revoke_agent(agent)
+    finally:
+        signals.agent_key_changed.connect(
+            pushes.on_agent_key_changed, dispatch_uid="delivery.agent_key_changed"
+        )
+
+
 async def after_django_answered_once(
     answer: Answer, make_request: Callable[..., ElicitationRequest], key: str
 ) -> tuple[ElicitationRequest, ElicitationRequest]:
@@ -128,13 +139,7 @@ async def test_a_revocation_whose_push_was_lost_is_still_refused_by_django(
     _, request = await after_django_answered_once(answer, make_request, key)
 
     async def revoke_silently_then_answer(request: ElicitationRequest, action: str) -> ElicitationRequest:
-        signals.agent_key_changed.disconnect(dispatch_uid="delivery.agent_key_changed")
-        try:
-            await database_sync_to_async(accounts.revoke_agent)(agent)
-        finally:
-            signals.agent_key_changed.connect(
-                pushes.on_agent_key_changed, dispatch_uid="delivery.agent_key_changed"
-            )
+        await database_sync_to_async(revoke_without_push)(agent)
         return await answer(request, action)
 
     response = await long_poll_answered_by(revoke_silently_then_answer, request, key)

@@ -13,11 +13,11 @@ from django.test.utils import CaptureQueriesContext
 
 from elicitation.delivery import long_poll, pushes, waiters
 from elicitation.models import Agent, ElicitationRequest
-from elicitation.queue import accounts, signals
+from elicitation.queue import accounts
 from reviewhub.asgi import long_polls
 from tests.asgi import AsgiClient, AsgiResponse
 from tests.waiting.test_batched_waiting import counting_calls, until
-from tests.waiting.test_long_poll_answers import after_django_answered_once
+from tests.waiting.test_long_poll_answers import after_django_answered_once, revoke_without_push
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,17 +33,6 @@ async def poll(key: str, request: ElicitationRequest, wait: int = 30) -> AsgiRes
     return await AsgiClient().get(
         f"/api/v1/requests/{request.pk}", {"wait": wait}, headers={"Authorization": f"Bearer {key}"}
     )
-
-
-def revoke_without_push(agent: Agent) -> None:
-    """Revoke the agent's key with its push lost on the way (as in a Redis blip)."""
-    signals.agent_key_changed.disconnect(dispatch_uid="delivery.agent_key_changed")
-    try:
-        accounts.revoke_agent(agent)
-    finally:
-        signals.agent_key_changed.connect(
-            pushes.on_agent_key_changed, dispatch_uid="delivery.agent_key_changed"
-        )
 
 
 async def test_an_agent_polling_again_costs_no_key_read_while_its_group_is_joined(
