@@ -29,6 +29,9 @@ BENCH_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/rh_bench"
 BENCH_REDIS_URL = "redis://127.0.0.1:6379/8"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+# Both servers listen with the backlog production uses (docker-compose.yml): Twisted's default of 50 overflows in a
+# reconnect storm, and the kernel then drops connections the server never saw.
+LISTEN_BACKLOG = 4096
 
 
 # --- environment -----------------------------------------------------------------------------------------------
@@ -170,10 +173,8 @@ class Server:
                 "-m",
                 "bench.serve",
                 "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
+                "-e",
+                f"tcp:port={self.port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}",
                 app,
             ]
         if self.kind == "uvicorn":
@@ -191,7 +192,7 @@ class Server:
                 "--log-level",
                 "warning",
                 "--backlog",
-                "4096",
+                str(LISTEN_BACKLOG),
             ]
         raise ValueError(f"unknown server {self.kind}")
 

@@ -285,6 +285,10 @@ async def measure(
         s.resumed_at[-1] - killed_at for s in cut if s.resumed_at and s.resumed_at[-1] > s.drops[-1]
     ]
     not_resumed = len(cut) - len(resume_seconds)
+    # Why the ones still out were last turned away (None: the connection failed before any close frame).
+    last_close_codes = Counter(
+        str(s.last_close_code) for s in cut if not (s.resumed_at and s.resumed_at[-1] > s.drops[-1])
+    )
     frames = {agent.id: list(socket.cursors) for (agent, _, _), socket in zip(waits, sockets, strict=True)}
     ctx.progress.start("closing sockets")
     for start in range(0, len(sockets), 500):
@@ -305,6 +309,7 @@ async def measure(
         "cut_off": len(cut),
         "resume_seconds": resume_seconds,
         "not_resumed": not_resumed,
+        "not_resumed_last_close_codes": dict(last_close_codes),
         "storm_seconds": round(storm_seconds, 2),
         "rate_before": round(len(before) / (BEFORE_SECONDS - 1), 1),
         "rate_during": round(len(during) / offering_seconds, 1),
@@ -408,19 +413,22 @@ async def serve_proxy(port: int, counters_path: Path, backends: list[int]) -> No
         except (ConnectionError, OSError):
             pass
         finally:
+            if inspect and first:
+                counters["closed before a response"] += 1
             # The other side is gone: cut this one too, as a dead process's load balancer does.
             writer.transport.abort()
 
     async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         nonlocal turn
+        first = turn  # read once: other connections move `turn` while this one waits to connect
+        turn += 1
         for attempt in range(len(backends)):
-            backend = backends[(turn + attempt) % len(backends)]
+            backend = backends[(first + attempt) % len(backends)]
             try:
                 backend_reader, backend_writer = await asyncio.open_connection("127.0.0.1", backend)
             except OSError:
                 counters["refused"] += 1
                 continue
-            turn += 1
             counters[f"to {backend}"] += 1
             await asyncio.gather(
                 pipe(client_reader, backend_writer, inspect=False),

@@ -456,9 +456,9 @@ SOCKET_SEND_BUFFER_BYTES = env_int("SOCKET_SEND_BUFFER_BYTES", 1024 * 1024, mini
 # Agent-socket handshakes reading the database at once, per process: a reconnect storm queues here instead of
 # taking every waiter thread from rechecks, long-polls and replays.
 AGENT_SOCKET_HANDSHAKE_CONCURRENCY = env_int("AGENT_SOCKET_HANDSHAKE_CONCURRENCY", 2, minimum=1)
-# Handshakes that may wait for those at once; more are closed with 1013 at once (kept well under what the slots
-# clear within daphne's 5 s connect timeout, past which daphne refuses the upgrade after the work is done).
-AGENT_SOCKET_HANDSHAKE_QUEUE = env_int("AGENT_SOCKET_HANDSHAKE_QUEUE", 128, minimum=1)
+# Handshakes that may wait for those at once (accepted, waiting for their hello: about as many as a dead peer
+# process held); more are closed with 4013 at once and their clients back off.
+AGENT_SOCKET_HANDSHAKE_QUEUE = env_int("AGENT_SOCKET_HANDSHAKE_QUEUE", 5000, minimum=1)
 # Webhooks: attempts before a delivery is dead-lettered, per-attempt timeout, full-jitter exponential backoff.
 # Agents choose callback URLs: in production they may not point into the server's own network (loopback,
 # private, link-local addresses). Development and tests deliver to receivers on localhost.

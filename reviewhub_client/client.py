@@ -43,8 +43,10 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 CLOSE_UNAUTHORIZED = 4401
 # The server closed a socket that could not keep up with its frames: reconnect and resume from the cursor.
 CLOSE_RESUME = 4008
-# The server is busy with a reconnect storm and refused the handshake before any work: spread, then return.
-CLOSE_TRY_AGAIN_LATER = 1013
+# The server is busy with a reconnect storm and refused the handshake before any work: spread, then return. Its
+# code is 4013, RFC 6455's 1013 in the application range (daphne cannot send 1013); other servers may send 1013.
+CLOSE_TRY_AGAIN_LATER = 4013
+TRY_AGAIN_LATER_CODES = frozenset({CLOSE_TRY_AGAIN_LATER, 1013})
 Payload = dict[str, Any]
 
 
@@ -361,6 +363,12 @@ SOCKET_RETRY_SLOW_CAP_SECONDS = 60.0
 RECONNECT_SPREAD_SECONDS = 5.0
 
 
+def spread_window(spread: float, refusals: int) -> float:
+    """The window a reconnect is spread over after `refusals` 1013s in a row: doubled by each, up to
+    SOCKET_RETRY_SLOW_CAP_SECONDS, so the retries of a storm thin out instead of keeping the server busy."""
+    return min(spread * 2 ** min(max(refusals - 1, 0), 16), max(spread, SOCKET_RETRY_SLOW_CAP_SECONDS))
+
+
 class AgentSocket:
     """One WebSocket (`/ws/agent/`) shared by every wait of a client.
 
@@ -447,6 +455,7 @@ class AgentSocket:
 
     async def _run(self) -> None:
         failures = 0
+        refusals = 0  # 1013s in a row: the server is still busy with a storm, so come back later each time
         slow_retry = False
         assert self._wake is not None
         loop = asyncio.get_running_loop()
@@ -488,7 +497,7 @@ class AgentSocket:
                 # Any other close (1001, 1006, 1011, 1012, CLOSE_RESUME "too slow") of a greeted socket is a drop:
                 # reconnect and resume from the cursor, never an error for the waits.
                 self.last_close_code = exc.rcvd.code if exc.rcvd is not None else None
-                dropped = self.connected or self.last_close_code == CLOSE_TRY_AGAIN_LATER
+                dropped = self.connected or self.last_close_code in TRY_AGAIN_LATER_CODES
                 if exc.rcvd is not None and exc.rcvd.code == CLOSE_UNAUTHORIZED:
                     self._fail_all(AuthenticationError("The agent key was refused, revoked or rotated."))
                     dropped = False
@@ -501,9 +510,11 @@ class AgentSocket:
                 break
             if dropped:
                 # The server dropped a live socket, and with it every other socket it held: spread the first
-                # reconnect over the whole window (full jitter); later failures back off exponentially.
+                # reconnect over the whole window (full jitter); later failures back off exponentially. Each
+                # refusal in a row doubles the window, so a storm's retries thin out instead of keeping it busy.
                 failures = 0
-                delay = spread_delay(self.spread_seconds)
+                refusals = refusals + 1 if self.last_close_code in TRY_AGAIN_LATER_CODES else 0
+                delay = spread_delay(spread_window(self.spread_seconds, refusals))
                 self._back_by = loop.time() + delay + self.client.timeout
             else:
                 failures += 1

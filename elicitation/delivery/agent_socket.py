@@ -10,7 +10,12 @@ from typing import Any, TypeVar
 from django.conf import settings
 
 from elicitation.delivery import pushes, tickets, waiters
-from elicitation.delivery.socket_base import HardenedJsonConsumer, jittered
+from elicitation.delivery.socket_base import (
+    CLOSE_TRY_AGAIN_LATER,
+    HardenedJsonConsumer,
+    jittered,
+    membership_gate,
+)
 from elicitation.delivery.waiter_threads import database_call
 from elicitation.models import OPEN_STATUSES, Agent
 from elicitation.queue import selectors
@@ -22,7 +27,11 @@ T = TypeVar("T")
 MAX_SUBSCRIBE_IDS = 500
 REPLAY_BATCH = 1000
 CLOSE_UNAUTHORIZED = 4401
-CLOSE_TRY_AGAIN_LATER = 1013  # RFC 6455: the server is overloaded; reconnect after a spread delay
+LOOP_LAG_PROBE_SECONDS = 0.1
+LOOP_LAG_LIMIT_SECONDS = 1.0  # well under daphne's 5 s handshake timeout
+# Layer subscribes waiting for a turn (socket_base.change_membership) past which handshakes are refused: each new
+# socket opens a channel and joins a group there, before it can be accepted.
+MEMBERSHIP_BACKLOG_LIMIT = 256
 
 
 def agent_from_scope(scope: dict[str, Any]) -> Agent | None:
@@ -67,20 +76,39 @@ class HandshakeGate:
     """The handshakes of one process (event loop): at most AGENT_SOCKET_HANDSHAKE_CONCURRENCY read the database at
     once, and at most AGENT_SOCKET_HANDSHAKE_QUEUE wait for a turn.
 
-    After a process dies its thousands of agents reconnect here at once. Without a bound on the queue, handshakes
-    wait longer than the ASGI server's connect timeout (daphne: 5 s), are refused with 403 after their database work
-    was done anyway, and come back: the queue never drains. Past the bound a handshake is refused at once, with no
-    database work, by closing with 1013 (try again later); the clients wait a spread delay and return."""
+    After a process dies its thousands of agents reconnect here at once. Each is accepted first (so the ASGI
+    server's connect timeout, daphne's 5 s, cannot refuse it after its database work was done) and waits here for a
+    turn. A handshake is instead closed at once with 4013 (try again later), before any database work, when the
+    queue is full or when the event loop runs more than LOOP_LAG_LIMIT_SECONDS late: the server's own handshake
+    work (HTTP, WebSocket upgrade) then queues on the loop ahead of this code, and handshakes that wait there past
+    daphne's 5 s handshake timeout are dropped with nothing to show for the work. The refused clients back off
+    (each refusal in a row doubles their spread window), so the arrivals fall to what the process can greet."""
 
     def __init__(self, slots: int, queue_bound: int) -> None:
         self.slot_count = slots
         self.slots = asyncio.Semaphore(slots)
         self.queue_bound = queue_bound
         self.queued = 0
+        self.loop_lag = 0.0
+        self.stopped = False
+        loop = asyncio.get_running_loop()
+        loop.call_later(LOOP_LAG_PROBE_SECONDS, self.probe_lag, loop, loop.time() + LOOP_LAG_PROBE_SECONDS)
+
+    def probe_lag(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        """How late the loop ran this callback: the wait of everything queued on it, handshakes included."""
+        self.loop_lag = max(0.0, loop.time() - due)
+        if not self.stopped:
+            loop.call_later(
+                LOOP_LAG_PROBE_SECONDS, self.probe_lag, loop, loop.time() + LOOP_LAG_PROBE_SECONDS
+            )
 
     @property
     def full(self) -> bool:
-        return self.queued >= self.queue_bound
+        return (
+            self.queued >= self.queue_bound
+            or self.loop_lag > LOOP_LAG_LIMIT_SECONDS
+            or membership_gate().waiting > MEMBERSHIP_BACKLOG_LIMIT
+        )
 
     async def read(self, read: Callable[..., T], *args: Any) -> T:
         self.queued += 1
@@ -101,6 +129,8 @@ def handshake_gate() -> HandshakeGate:
     gate = _handshake_gates.get(loop)
     wanted = (settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY, settings.AGENT_SOCKET_HANDSHAKE_QUEUE)
     if gate is None or (gate.slot_count, gate.queue_bound) != wanted:
+        if gate is not None:
+            gate.stopped = True
         gate = _handshake_gates[loop] = HandshakeGate(
             settings.AGENT_SOCKET_HANDSHAKE_CONCURRENCY, settings.AGENT_SOCKET_HANDSHAKE_QUEUE
         )
@@ -129,24 +159,28 @@ class AgentWaitConsumer(HardenedJsonConsumer):
       the socket is closed with 4008 (CLOSE_TOO_SLOW, "too slow: resume from your cursor"; a peer that cannot take
       even the close frame sees 1006). The client reconnects, `resume`s from the last cursor it received (and
       re-`subscribe`s what it waits on) and misses nothing: the frames it never got are in the outbox.
-    - Handshakes read the database through AGENT_SOCKET_HANDSHAKE_CONCURRENCY slots per process, so a reconnect
-      storm queues there instead of starving the process's other waiters; past AGENT_SOCKET_HANDSHAKE_QUEUE
-      waiting handshakes a new one is closed at once with 1013 (CLOSE_TRY_AGAIN_LATER), before any database work.
+    - Handshakes are accepted at once and then read the database through AGENT_SOCKET_HANDSHAKE_CONCURRENCY slots
+      per process, so a reconnect storm queues there (each client waiting for its hello) instead of starving the
+      process's other waiters; past AGENT_SOCKET_HANDSHAKE_QUEUE waiting handshakes a new one is closed at once
+      with 4013 (CLOSE_TRY_AGAIN_LATER), before any database work.
     """
 
     agent_id: int | None = None
     recheck_task: "asyncio.Task[None] | None" = None
 
+    def refusal(self) -> int | None:
+        return CLOSE_TRY_AGAIN_LATER if handshake_gate().full else None
+
     async def connect(self) -> None:
         gate = handshake_gate()
+        # Accepted before any waiting: the ASGI server's connect timeout (daphne: 5 s) then cannot expire while the
+        # handshake queues, and the client simply waits for its hello. A refusal is a close code, never a bare 403.
+        await self.accept()
         if gate.full:
-            await self.accept()
             await self.close(code=CLOSE_TRY_AGAIN_LATER)
             return
         agent = await gate.read(agent_from_scope, self.scope)
         if agent is None:
-            # Accept, then close: a refused handshake would only tell the client "403", not why.
-            await self.accept()
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         self.key_prefix = agent.key_prefix
@@ -164,7 +198,6 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         # A revocation committed between the key check and joining the group was pushed to no one: look again.
         # (A second read, not one with the key lookup: the group must be joined between the two.)
         head = await gate.read(selectors.agent_event_head, agent.pk, agent.key_prefix)
-        await self.accept()
         if head is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return

@@ -54,6 +54,10 @@ T = TypeVar("T")
 FRAME_ERROR_CODES = {"surrogate": "invalid_text", "too_deep": "too_deep", "malformed": "invalid_json"}
 PROBE_GROUP = "reviewhub.layer-probe"
 CLOSE_TOO_SLOW = 4008
+# Autobahn (daphne) sends only 1000 and 3000-4999 and turns any other close code into 1011, so RFC 6455's 1012
+# (service restart) and 1013 (try again later) go out as their twins in the application range.
+CLOSE_SERVICE_RESTART = 4012
+CLOSE_TRY_AGAIN_LATER = 4013
 CLOSE_GRACE_SECONDS = 2.0
 
 
@@ -72,9 +76,28 @@ def layer_is_local(layer: BaseChannelLayer | None) -> bool:
 
 
 MEMBERSHIP_CONCURRENCY = 8
-_membership_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
+
+
+class MembershipGate:
+    """The layer subscribes/unsubscribes of one process: MEMBERSHIP_CONCURRENCY in flight, and a count of those
+    waiting for a turn (a reconnect storm's handshakes each open a channel and join a group here)."""
+
+    def __init__(self) -> None:
+        self.turns = asyncio.Semaphore(MEMBERSHIP_CONCURRENCY)
+        self.waiting = 0
+
+
+_membership_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MembershipGate]" = (
     weakref.WeakKeyDictionary()
 )
+
+
+def membership_gate() -> MembershipGate:
+    loop = asyncio.get_running_loop()
+    gate = _membership_gates.get(loop)
+    if gate is None:
+        gate = _membership_gates[loop] = MembershipGate()
+    return gate
 
 
 async def change_membership(call: Callable[[], Awaitable[T]]) -> T:
@@ -85,12 +108,16 @@ async def change_membership(call: Callable[[], Awaitable[T]]) -> T:
     call queued there measured everyone else's calls. With 20,000 waiters opening, the ~30,000 queued joins timed
     out, the sockets took the layer for down and all rejoined, and the queue never drained (bench #10). Queued here
     instead, a call waits without a clock and the timeout covers its own round trip."""
-    loop = asyncio.get_running_loop()
-    gate = _membership_gates.get(loop)
-    if gate is None:
-        gate = _membership_gates[loop] = asyncio.Semaphore(MEMBERSHIP_CONCURRENCY)
-    async with gate:
+    gate = membership_gate()
+    gate.waiting += 1
+    try:
+        await gate.turns.acquire()
+    finally:
+        gate.waiting -= 1
+    try:
         return await asyncio.wait_for(call(), layer_timeout())
+    finally:
+        gate.turns.release()
 
 
 async def open_channel(layer: Any) -> str:
@@ -317,6 +344,10 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
         self.background: set[asyncio.Task[Any]] = set()
         self.given_up = False  # too slow: closed with CLOSE_TOO_SLOW
         self.peer_gone = False  # the server refused a send: the disconnect is on its way through `receive`
+        refusal = self.refusal()
+        if refusal is not None:
+            await self.refuse_unopened(receive, refusal)
+            return
         sources = [receive]
         if self.channel_layer is not None:
             self.channel_name = await open_channel(self.channel_layer)
@@ -338,6 +369,17 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
                     task.cancel()
             if self.channel_layer is not None:
                 LayerWatch.for_layer(self.channel_layer).unregister(self)
+
+    def refusal(self) -> int | None:
+        """A close code for a handshake this process is too busy to take, checked before any work (no channel is
+        opened); None to go on."""
+        return None
+
+    async def refuse_unopened(self, receive: Any, code: int) -> None:
+        """Accept and close at once, so the client learns why from the code instead of a bare HTTP 403."""
+        if (await receive())["type"] == "websocket.connect":
+            await self.server_send({"type": "websocket.accept"})
+            await self.server_send({"type": "websocket.close", "code": code})
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
         """A task that lives no longer than the socket."""

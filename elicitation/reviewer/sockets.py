@@ -6,12 +6,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from elicitation.delivery import pushes
-from elicitation.delivery.socket_base import HardenedJsonConsumer
+from elicitation.delivery.socket_base import (
+    CLOSE_SERVICE_RESTART,
+    CLOSE_TRY_AGAIN_LATER,
+    HardenedJsonConsumer,
+)
 from elicitation.queue import access
 from elicitation.queue.errors import DomainError
-
-CLOSE_SERVICE_RESTART = 1012  # pushes may have been lost: reconnect and reload
-CLOSE_TRY_AGAIN_LATER = 1013  # the channel layer is away: reconnect with backoff
 
 
 def reviewer_page_group(user: Any, route: dict[str, Any]) -> str | None:
@@ -32,8 +33,8 @@ class ReviewerPageConsumer(HardenedJsonConsumer):
     Session-authenticated (the route wraps it in AuthMiddlewareStack); relays what pushes.py broadcasts
     and accepts nothing from the browser but `ping`: every write goes through the reviewer API. Frames that are
     binary, not JSON, too deep or hold invalid text get an error frame (delivery/socket_base.py). With the
-    channel layer away the socket is accepted and closed with 1013 (try again later); when the layer comes back
-    open sockets are closed with 1012 (service restart). Either way the page reconnects with backoff and, having
+    channel layer away the socket is accepted and closed with 4013 (try again later); when the layer comes back
+    open sockets are closed with 4012 (service restart). Either way the page reconnects with backoff and, having
     possibly missed pushes, reloads what it shows (static/reviewhub/reviewhub.js, `open(again)`).
     """
 

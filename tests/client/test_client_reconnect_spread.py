@@ -19,7 +19,7 @@ from websockets.http11 import Request, Response
 
 from reviewhub_client import AsyncReviewHubClient, ElicitResult
 from reviewhub_client import client as client_module
-from reviewhub_client.client import CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, spread_delay
+from reviewhub_client.client import CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, spread_delay, spread_window
 
 WINDOW = 1.0  # seconds: short, so the test is quick; the default is RECONNECT_SPREAD_SECONDS
 CLIENTS = 40
@@ -214,3 +214,36 @@ async def test_a_handshake_refused_with_1013_waits_a_spread_delay_then_is_greete
         answered = {"type": "completed", "id": request_id(1), "cursor": 1, "status": "completed"}
         await server.live("rh_busy").send(json.dumps({**answered, "result": ANSWER}))
         assert await asyncio.wait_for(waiting, 20) == ElicitResult("accept", {"approve": True})
+
+
+async def test_each_1013_in_a_row_doubles_the_spread_window_and_a_greeting_resets_it(
+    server: DroppingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    windows: list[float] = []
+
+    def recorded_spread(window: float) -> float:
+        windows.append(window)
+        return spread_delay(window)
+
+    monkeypatch.setattr(client_module, "spread_delay", recorded_spread)
+    server.busy = 3
+    async with AsyncReviewHubClient(server.url, "rh_storm", timeout=5) as hub:
+        socket = hub._socket
+        assert socket is not None
+        socket.spread_seconds = 0.05
+        waiting = asyncio.ensure_future(hub.wait(request_id(1), timeout=60))
+        await eventually(lambda: server.resumes.get("rh_storm") == [0])
+        # A storm's refused clients thin out: each retry spreads over twice the window of the one before.
+        assert windows == [0.05, 0.1, 0.2]
+        assert len(server.upgrades["rh_storm"]) == 4
+
+        # Once greeted, the next drop spreads over the plain window again.
+        await server.drop_all(1012)
+        await eventually(lambda: server.resumes.get("rh_storm") == [0, 0])
+        assert windows == [0.05, 0.1, 0.2, 0.05]
+        assert not waiting.done()
+
+
+def test_the_doubling_stops_at_a_minute() -> None:
+    assert [spread_window(5.0, n) for n in range(7)] == [5.0, 5.0, 10.0, 20.0, 40.0, 60.0, 60.0]
+    assert spread_window(5.0, 5000) == 60.0  # no overflow, however long the storm

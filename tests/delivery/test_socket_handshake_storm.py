@@ -1,4 +1,4 @@
-"""A reconnect storm on one process: every handshake is answered (hello, 4401 for a bad key, or 1013 "try again
+"""A reconnect storm on one process: every handshake is answered (hello, 4401 for a bad key, or 4013 "try again
 later" past the queue bound, before any database work), and no more than AGENT_SOCKET_HANDSHAKE_CONCURRENCY of
 them read the database at once (counted, not timed)."""
 
@@ -12,7 +12,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from elicitation.delivery import agent_socket
+from elicitation.delivery import agent_socket, socket_base
 from elicitation.models import Agent, ElicitationRequest
 from reviewhub.asgi import application
 
@@ -111,7 +111,7 @@ async def test_a_socket_opened_during_a_storm_still_gets_its_pushes(
         await asyncio.gather(*(socket.disconnect() for socket, _ in results))
 
 
-async def test_past_the_queue_bound_a_handshake_is_refused_with_1013_before_any_database_work(
+async def test_past_the_queue_bound_a_handshake_is_refused_with_4013_before_any_database_work(
     agent_with_key: tuple[Agent, str],
     settings: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -126,7 +126,7 @@ async def test_past_the_queue_bound_a_handshake_is_refused_with_1013_before_any_
 
     try:
         firsts = [first for _, first in results]
-        refused = [f for f in firsts if f == {"type": "websocket.close", "code": 1013}]
+        refused = [f for f in firsts if f == {"type": "websocket.close", "code": 4013}]
         hellos = [f for f in firsts if f.get("type") == "websocket.send"]
         assert len(refused) + len(hellos) == 60  # every handshake answered, one way or the other
         assert refused and len(hellos) >= 5
@@ -138,3 +138,44 @@ async def test_past_the_queue_bound_a_handshake_is_refused_with_1013_before_any_
         assert again["type"] == "websocket.send" and '"hello"' in again["text"]
     finally:
         await asyncio.gather(*(socket.disconnect() for socket, _ in results))
+
+
+async def test_while_layer_subscribes_queue_up_a_handshake_is_refused_before_opening_a_channel(
+    agent_with_key: tuple[Agent, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, key = agent_with_key
+    counter = ConcurrencyCount()
+    monkeypatch.setattr(agent_socket, "database_call", counter)
+    opened: list[str] = []
+    real_open = socket_base.open_channel
+
+    async def counted_open(layer: Any) -> str:
+        opened.append("channel")
+        return await real_open(layer)
+
+    monkeypatch.setattr(socket_base, "open_channel", counted_open)
+    gate = socket_base.membership_gate()
+    gate.waiting = agent_socket.MEMBERSHIP_BACKLOG_LIMIT + 1  # a storm's joins queued ahead of this one
+    try:
+        socket, first = await handshake(key)
+        await socket.disconnect()
+    finally:
+        gate.waiting = 0
+    assert first == {"type": "websocket.close", "code": 4013}
+    assert opened == [] and counter.calls == 0  # no channel, no database work
+
+    socket, first = await handshake(key)  # the queue drained: greeted
+    await socket.disconnect()
+    assert first["type"] == "websocket.send" and '"hello"' in first["text"]
+    assert opened == ["channel"]
+
+
+async def test_a_loop_running_late_makes_the_gate_refuse_until_it_catches_up() -> None:
+    agent_socket._handshake_gates.clear()
+    gate = agent_socket.handshake_gate()
+    assert not gate.full
+    time.sleep(agent_socket.LOOP_LAG_LIMIT_SECONDS + 0.3)  # the loop is blocked: its callbacks run late
+    await asyncio.sleep(0.01)
+    assert gate.loop_lag > agent_socket.LOOP_LAG_LIMIT_SECONDS and gate.full
+    await asyncio.sleep(agent_socket.LOOP_LAG_PROBE_SECONDS * 3)  # on time again
+    assert gate.loop_lag < agent_socket.LOOP_LAG_LIMIT_SECONDS and not gate.full

@@ -258,5 +258,5 @@ async def test_with_the_layer_down_a_reviewer_page_socket_closes_with_try_again_
 
     assert connected  # accepted, never an HTTP error on the upgrade
     closed = await socket.receive_output(timeout=5)
-    assert closed == {"type": "websocket.close", "code": 1013}
+    assert closed == {"type": "websocket.close", "code": 4013}
     await socket.wait()

@@ -32,4 +32,4 @@ export type {
 } from "./models.js";
 export type { WebSocketConstructor, WebSocketLike } from "./socket.js";
 export { CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, RECONNECT_SPREAD_MS } from "./socket.js";
-export { spreadDelay } from "./timing.js";
+export { spreadDelay, spreadWindow } from "./timing.js";

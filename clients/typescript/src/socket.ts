@@ -3,13 +3,15 @@
 import { AuthenticationError, NotFoundError, ReviewHubError } from "./errors.js";
 import type { AgentEvent } from "./models.js";
 import { OPEN_STATUSES } from "./models.js";
-import { Deferred, backoffDelay, sleep, spreadDelay } from "./timing.js";
+import { Deferred, backoffDelay, sleep, spreadDelay, spreadWindow } from "./timing.js";
 
 export const CLOSE_UNAUTHORIZED = 4401;
 /** The server closed a socket that could not keep up with its frames: reconnect and resume from the cursor. */
 export const CLOSE_RESUME = 4008;
 /** The server is busy with a reconnect storm and refused the handshake before any work: spread, then return. */
-export const CLOSE_TRY_AGAIN_LATER = 1013;
+export const CLOSE_TRY_AGAIN_LATER = 4013;
+/** 4013 is RFC 6455's 1013 in the application range (daphne cannot send 1013); other servers may send 1013. */
+const TRY_AGAIN_LATER_CODES = new Set([CLOSE_TRY_AGAIN_LATER, 1013]);
 /** After the server drops an established socket (a restart, a crash, 1001/1006/1011/1012, or CLOSE_RESUME), the
  * first reconnect waits a uniform random time in [0, this): 5,000 agents of a dead process return over 5 s. */
 export const RECONNECT_SPREAD_MS = 5000;
@@ -124,6 +126,7 @@ export class AgentSocket {
 
   private async run(): Promise<void> {
     let failures = 0;
+    let refusals = 0; // 1013s in a row: the server is still busy with a storm, so come back later each time
     while (!this.closing.signal.aborted) {
       if (this.watchers.size === 0) {
         // Idle and disconnected: reconnect only when someone waits.
@@ -165,11 +168,13 @@ export class AgentSocket {
         this.failAll(new AuthenticationError("The agent key was revoked or rotated.", { code: "unauthenticated" }));
       }
       if (this.closing.signal.aborted) break;
-      if ((greeted && code !== CLOSE_UNAUTHORIZED) || code === CLOSE_TRY_AGAIN_LATER) {
+      if ((greeted && code !== CLOSE_UNAUTHORIZED) || TRY_AGAIN_LATER_CODES.has(code ?? 0)) {
         // The server dropped a live socket (1001, 1006, 1011, 1012, CLOSE_RESUME "too slow": never an error), and
-        // with it every other socket it held: spread the first reconnect over the whole window (full jitter).
+        // with it every other socket it held: spread the first reconnect over the whole window (full jitter). Each
+        // refusal in a row doubles the window.
         failures = 0;
-        const delay = spreadDelay(this.options.reconnectSpreadMs ?? RECONNECT_SPREAD_MS);
+        refusals = TRY_AGAIN_LATER_CODES.has(code ?? 0) ? refusals + 1 : 0;
+        const delay = spreadDelay(spreadWindow(this.options.reconnectSpreadMs ?? RECONNECT_SPREAD_MS, refusals));
         this.backBy = Date.now() + delay + this.options.openTimeoutMs;
         await sleep(delay, this.closing.signal);
         continue;

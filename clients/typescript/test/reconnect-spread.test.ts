@@ -7,7 +7,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, ReviewHubClient, spreadDelay, type WebSocketLike } from "reviewhub-client";
+import {
+  CLOSE_RESUME,
+  CLOSE_TRY_AGAIN_LATER,
+  ReviewHubClient,
+  spreadDelay,
+  spreadWindow,
+  type WebSocketLike,
+} from "reviewhub-client";
 
 import { eventually } from "./harness.js";
 
@@ -229,6 +236,46 @@ test("a handshake refused with 1013 waits a spread delay, then is greeted", { ti
     assert.equal(draws.length, 1); // the retry waited one spread draw
     server.live("rh_busy").push({ type: "completed", id: requestId(1), cursor: 1, status: "completed", result: ANSWER });
     assert.deepEqual(await waiting, ANSWER); // a busy server is not an error
+  } finally {
+    Math.random = random;
+    await hub.close();
+  }
+});
+
+test("each 1013 in a row doubles the spread window, up to a minute", () => {
+  assert.deepEqual(
+    [0, 1, 2, 3, 4, 5, 6].map((refusals) => spreadWindow(5000, refusals)),
+    [5000, 5000, 10_000, 20_000, 40_000, 60_000, 60_000],
+  );
+  assert.equal(spreadWindow(5000, 5000), 60_000); // no overflow, however long the storm
+});
+
+test("three refusals in a row wait over 1, 2 and 4 windows; a greeting resets it", { timeout: 30_000 }, async () => {
+  const server = new StandIn();
+  server.busy = 3;
+  const draws: number[] = [];
+  const random = Math.random;
+  const hub = new ReviewHubClient({
+    baseUrl: "http://stand-in.invalid",
+    apiKey: "rh_storm",
+    fetch: server.fetch as typeof fetch,
+    webSocket: server.webSocket,
+    reconnectSpreadMs: 40,
+  });
+  try {
+    Math.random = () => {
+      draws.push(0.999); // the far end of each window, so the waits show the windows
+      return 0.999;
+    };
+    const before = Date.now();
+    const waiting = hub.wait(requestId(1), { timeoutMs: 30_000 });
+    await eventually(() => server.resumes.get("rh_storm")?.length === 1, "greeted after three refusals");
+    assert.equal(server.sockets.get("rh_storm")?.length, 4);
+    assert.equal(draws.length, 3);
+    // 40 + 80 + 160 ms at least, against 120 ms had every retry used the plain window.
+    assert.ok(Date.now() - before >= 270, `greeted after ${Date.now() - before} ms`);
+    server.live("rh_storm").push({ type: "completed", id: requestId(1), cursor: 1, status: "completed", result: ANSWER });
+    assert.deepEqual(await waiting, ANSWER);
   } finally {
     Math.random = random;
     await hub.close();
