@@ -13,6 +13,7 @@ from elicitation.delivery import pushes, tickets, waiters
 from elicitation.delivery.socket_base import (
     CLOSE_TRY_AGAIN_LATER,
     HardenedJsonConsumer,
+    LayerWatch,
     jittered,
     membership_gate,
 )
@@ -167,6 +168,9 @@ class AgentWaitConsumer(HardenedJsonConsumer):
 
     agent_id: int | None = None
     recheck_task: "asyncio.Task[None] | None" = None
+    # The agent's group is heard through the waiter hub: one membership per agent per process, and no channel
+    # subscribed and unsubscribed per socket, which in a reconnect storm queued behind the layer's one lock.
+    own_channel = False
 
     def refusal(self) -> int | None:
         return CLOSE_TRY_AGAIN_LATER if handshake_gate().full else None
@@ -204,6 +208,28 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         self.checked_head = head  # what the recheck has seen: it reads the outbox only once this moves
         await self.send_json({"type": "hello", "cursor": head})
         self.recheck_task = asyncio.ensure_future(self.recheck_forever())
+
+    @property
+    def layer_joined(self) -> bool:
+        waiter_hub = waiters.hub()
+        return not waiter_hub.layer_resting() and self.groups_wanted <= waiter_hub.joined
+
+    async def join_group(self, group: str) -> bool:
+        """Listen to `group` through the hub, or be rechecked as often as a long-poll until it is joined. True if
+        joined now."""
+        self.groups_wanted.add(group)
+        if self.channel_layer is None:
+            return False
+        LayerWatch.for_layer(self.channel_layer).register(self)  # woken when the layer comes back
+        waiter_hub = waiters.hub()
+        await waiter_hub.listen(group, self.hear)
+        return group in waiter_hub.joined
+
+    async def leave_groups(self) -> None:
+        # The hub leaves a group some time after its last listener: the agent is likely back soon.
+        for group in self.groups_wanted:
+            waiters.hub().unlisten(group, self.hear)
+        self.groups_wanted = set()
 
     async def disconnect(self, code: int) -> None:
         if self.recheck_task is not None:

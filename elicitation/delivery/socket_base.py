@@ -324,6 +324,9 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
 
     groups_wanted: set[str]
     groups_joined: set[str]
+    # False: the socket opens no channel of its own; what it listens to reaches it through `hear()` (agent sockets:
+    # the process's waiter hub, which joins each group once for all of its listeners).
+    own_channel = True
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # AsyncConsumer.__call__, except that opening and reading the layer's channel never raise, frames go out
@@ -349,7 +352,10 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
             await self.refuse_unopened(receive, refusal)
             return
         sources = [receive]
-        if self.channel_layer is not None:
+        if not self.own_channel:
+            self.heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            sources.append(self.heard.get)
+        elif self.channel_layer is not None:
             self.channel_name = await open_channel(self.channel_layer)
             self.channel_receive = functools.partial(receive_forever, self.channel_layer, self.channel_name)
             sources.append(self.channel_receive)
@@ -369,6 +375,10 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
                     task.cancel()
             if self.channel_layer is not None:
                 LayerWatch.for_layer(self.channel_layer).unregister(self)
+
+    def hear(self, message: dict[str, Any]) -> None:
+        """A message for this socket from an in-process fan-out, dispatched like one from its own channel."""
+        self.heard.put_nowait(message)
 
     def refusal(self) -> int | None:
         """A close code for a handshake this process is too busy to take, checked before any work (no channel is

@@ -12,7 +12,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from elicitation.delivery import agent_socket, socket_base
+from elicitation.delivery import agent_socket, socket_base, waiters
 from elicitation.models import Agent, ElicitationRequest
 from reviewhub.asgi import application
 
@@ -140,20 +140,20 @@ async def test_past_the_queue_bound_a_handshake_is_refused_with_4013_before_any_
         await asyncio.gather(*(socket.disconnect() for socket, _ in results))
 
 
-async def test_while_layer_subscribes_queue_up_a_handshake_is_refused_before_opening_a_channel(
+async def test_while_layer_subscribes_queue_up_a_handshake_is_refused_before_any_layer_work(
     agent_with_key: tuple[Agent, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, key = agent_with_key
     counter = ConcurrencyCount()
     monkeypatch.setattr(agent_socket, "database_call", counter)
-    opened: list[str] = []
-    real_open = socket_base.open_channel
+    listened: list[str] = []
+    real_listen = waiters.WaiterHub.listen
 
-    async def counted_open(layer: Any) -> str:
-        opened.append("channel")
-        return await real_open(layer)
+    async def counted_listen(hub: waiters.WaiterHub, group: str, listener: Any) -> None:
+        listened.append(group)
+        await real_listen(hub, group, listener)
 
-    monkeypatch.setattr(socket_base, "open_channel", counted_open)
+    monkeypatch.setattr(waiters.WaiterHub, "listen", counted_listen)
     gate = socket_base.membership_gate()
     gate.waiting = agent_socket.MEMBERSHIP_BACKLOG_LIMIT + 1  # a storm's joins queued ahead of this one
     try:
@@ -162,12 +162,12 @@ async def test_while_layer_subscribes_queue_up_a_handshake_is_refused_before_ope
     finally:
         gate.waiting = 0
     assert first == {"type": "websocket.close", "code": 4013}
-    assert opened == [] and counter.calls == 0  # no channel, no database work
+    assert listened == [] and counter.calls == 0  # no group joined, no database work
 
     socket, first = await handshake(key)  # the queue drained: greeted
     await socket.disconnect()
     assert first["type"] == "websocket.send" and '"hello"' in first["text"]
-    assert opened == ["channel"]
+    assert len(listened) == 1
 
 
 async def test_a_loop_running_late_makes_the_gate_refuse_until_it_catches_up() -> None:
