@@ -37,7 +37,7 @@ import logging
 import random
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any, TypeVar
 
 from channels.exceptions import StopConsumer
@@ -353,7 +353,7 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
             return
         sources = [receive]
         if not self.own_channel:
-            self.heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            self.heard: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
             sources.append(self.heard.get)
         elif self.channel_layer is not None:
             self.channel_name = await open_channel(self.channel_layer)
@@ -376,7 +376,7 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
             if self.channel_layer is not None:
                 LayerWatch.for_layer(self.channel_layer).unregister(self)
 
-    def hear(self, message: dict[str, Any]) -> None:
+    def hear(self, message: MutableMapping[str, Any]) -> None:
         """A message for this socket from an in-process fan-out, dispatched like one from its own channel."""
         self.heard.put_nowait(message)
 
