@@ -453,11 +453,11 @@ AGENT_SOCKET_RECHECK_SECONDS = env_int("AGENT_SOCKET_RECHECK_SECONDS", 30, minim
 # is closed with 4008 and the client resumes from its cursor (elicitation/delivery/socket_base.py).
 SOCKET_SEND_BUFFER_FRAMES = env_int("SOCKET_SEND_BUFFER_FRAMES", 1000, minimum=10)
 SOCKET_SEND_BUFFER_BYTES = env_int("SOCKET_SEND_BUFFER_BYTES", 1024 * 1024, minimum=64 * 1024)
-# Agent-socket handshakes reading the database at once, per process: a reconnect storm queues here instead of
-# taking every waiter thread from rechecks, long-polls and replays.
+# Agent-socket handshakes spending a `?ticket=` at once, per process (keys are read in batches): a reconnect storm
+# queues here instead of taking every waiter thread from rechecks, long-polls and replays.
 AGENT_SOCKET_HANDSHAKE_CONCURRENCY = env_int("AGENT_SOCKET_HANDSHAKE_CONCURRENCY", 2, minimum=1)
-# Handshakes that may wait for those at once (accepted, waiting for their hello: about as many as a dead peer
-# process held); more are closed with 4013 at once and their clients back off.
+# Handshakes between accept and hello at once (about as many as a dead peer process held); more are closed with
+# 4013 at once and their clients back off.
 AGENT_SOCKET_HANDSHAKE_QUEUE = env_int("AGENT_SOCKET_HANDSHAKE_QUEUE", 5000, minimum=1)
 # Webhooks: attempts before a delivery is dead-lettered, per-attempt timeout, full-jitter exponential backoff.
 # Agents choose callback URLs: in production they may not point into the server's own network (loopback,

@@ -2,9 +2,10 @@
 reads go through the core's selectors, and it never writes."""
 
 import asyncio
+import contextlib
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -20,7 +21,7 @@ from elicitation.delivery.socket_base import (
 from elicitation.delivery.waiter_threads import database_call
 from elicitation.models import OPEN_STATUSES, Agent
 from elicitation.queue import selectors
-from elicitation.queue.keys import agent_for_key, scope_bearer_token
+from elicitation.queue.keys import agents_for_keys, scope_bearer_token
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -33,14 +34,17 @@ LOOP_LAG_LIMIT_SECONDS = 1.0  # well under daphne's 5 s handshake timeout
 # Layer subscribes waiting for a turn (socket_base.change_membership) past which handshakes are refused: each new
 # socket opens a channel and joins a group there, before it can be accepted.
 MEMBERSHIP_BACKLOG_LIMIT = 256
+KEY_READ_SPACING = 0.05
 
 
-def agent_from_scope(scope: dict[str, Any]) -> Agent | None:
-    """`Authorization: Bearer <key>` or, for clients that cannot set headers, a single-use `?ticket=`."""
+async def agent_from_scope(scope: dict[str, Any], gate: "HandshakeGate") -> Agent | None:
+    """`Authorization: Bearer <key>` or, for clients that cannot set headers, a single-use `?ticket=`. Keys are
+    read together with the other handshakes' (one query per KEY_READ_SPACING however many arrive); a ticket is
+    spent on its own, through the gate's slots."""
     token = scope_bearer_token(scope)
     if token:
-        return agent_for_key(token)
-    return tickets.agent_for_ticket(scope.get("query_string", b"").decode("latin-1"))
+        return await waiters.hub().spaced(agents_for_keys, KEY_READ_SPACING).look_up(token)
+    return await gate.read(tickets.agent_for_ticket, scope.get("query_string", b"").decode("latin-1"))
 
 
 def subscription_replies(agent_id: int, request_ids: list[str]) -> list[dict[str, Any]]:
@@ -74,16 +78,18 @@ def events_after(agent_id: int, cursor: int) -> list[dict[str, Any]]:
 
 
 class HandshakeGate:
-    """The handshakes of one process (event loop): at most AGENT_SOCKET_HANDSHAKE_CONCURRENCY read the database at
-    once, and at most AGENT_SOCKET_HANDSHAKE_QUEUE wait for a turn.
+    """The handshakes of one process (event loop): at most AGENT_SOCKET_HANDSHAKE_QUEUE between accept and hello, and
+    at most AGENT_SOCKET_HANDSHAKE_CONCURRENCY spending a ticket at once.
 
     After a process dies its thousands of agents reconnect here at once. Each is accepted first (so the ASGI
-    server's connect timeout, daphne's 5 s, cannot refuse it after its database work was done) and waits here for a
-    turn. A handshake is instead closed at once with 4013 (try again later), before any database work, when the
-    queue is full or when the event loop runs more than LOOP_LAG_LIMIT_SECONDS late: the server's own handshake
-    work (HTTP, WebSocket upgrade) then queues on the loop ahead of this code, and handshakes that wait there past
-    daphne's 5 s handshake timeout are dropped with nothing to show for the work. The refused clients back off
-    (each refusal in a row doubles their spread window), so the arrivals fall to what the process can greet."""
+    server's connect timeout, daphne's 5 s, cannot refuse it after its database work was done); its key and its
+    head cursor are read together with every other handshake's (the waiter hub's spaced reads), so a storm costs a
+    few queries, not two per agent queued behind each other. A handshake is instead closed at once with 4013 (try
+    again later), before any work, when the queue is full, when the layer's subscribes queue up, or when the event
+    loop runs more than LOOP_LAG_LIMIT_SECONDS late: the server's own handshake work (HTTP, WebSocket upgrade) then
+    queues on the loop ahead of this code, and handshakes that wait there past daphne's 5 s handshake timeout are
+    dropped with nothing to show for the work. The refused clients back off (each refusal in a row doubles their
+    spread window), so the arrivals fall to what the process can greet."""
 
     def __init__(self, slots: int, queue_bound: int) -> None:
         self.slot_count = slots
@@ -111,13 +117,17 @@ class HandshakeGate:
             or membership_gate().waiting > MEMBERSHIP_BACKLOG_LIMIT
         )
 
-    async def read(self, read: Callable[..., T], *args: Any) -> T:
+    @contextlib.contextmanager
+    def handshaking(self) -> Iterator[None]:
         self.queued += 1
         try:
-            async with self.slots:
-                return await database_call(read)(*args)
+            yield
         finally:
             self.queued -= 1
+
+    async def read(self, read: Callable[..., T], *args: Any) -> T:
+        async with self.slots:
+            return await database_call(read)(*args)
 
 
 _handshake_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, HandshakeGate]" = (
@@ -183,7 +193,11 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         if gate.full:
             await self.close(code=CLOSE_TRY_AGAIN_LATER)
             return
-        agent = await gate.read(agent_from_scope, self.scope)
+        with gate.handshaking():
+            await self.greet(gate)
+
+    async def greet(self, gate: HandshakeGate) -> None:
+        agent = await agent_from_scope(self.scope, gate)
         if agent is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
@@ -201,7 +215,7 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         self.agent_id = agent.pk
         # A revocation committed between the key check and joining the group was pushed to no one: look again.
         # (A second read, not one with the key lookup: the group must be joined between the two.)
-        head = await gate.read(selectors.agent_event_head, agent.pk, agent.key_prefix)
+        head = await waiters.hub().agent_head(agent.pk, agent.key_prefix)
         if head is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return

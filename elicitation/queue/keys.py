@@ -40,6 +40,9 @@ def issue_key(kind: str) -> IssuedKey:
     return IssuedKey(full=full, prefix=prefix, hash=hash_key(full))
 
 
+KEYS_PER_QUERY = 500  # SQLite binds at most 999 parameters per statement
+
+
 def split_prefix(full_key: str, kind: str) -> str | None:
     parts = full_key.split("_", 2)
     if len(parts) != 3 or parts[0] != kind or len(parts[1]) != 8:
@@ -105,7 +108,24 @@ def agent_for_key(full_key: str) -> Agent | None:
     prefix = split_prefix(full_key, "rh")
     if prefix is None:
         return None
-    agent = next(iter(Agent.objects.raw(_agent_by_prefix_sql(connection.vendor), [prefix])), None)
+    return _verified(next(iter(Agent.objects.raw(_agent_by_prefix_sql(connection.vendor), [prefix])), None), full_key)
+
+
+def agents_for_keys(full_keys: list[str]) -> dict[str, Agent | None]:
+    """`agent_for_key` for many keys with one query per KEYS_PER_QUERY (the handshakes of a reconnect storm)."""
+    prefixes = {full_key: split_prefix(full_key, "rh") for full_key in full_keys}
+    wanted = sorted({prefix for prefix in prefixes.values() if prefix is not None})
+    by_prefix: dict[str, Agent] = {}
+    for start in range(0, len(wanted), KEYS_PER_QUERY):
+        chunk = wanted[start : start + KEYS_PER_QUERY]
+        by_prefix.update((agent.key_prefix, agent) for agent in Agent.objects.filter(key_prefix__in=chunk))
+    return {
+        full_key: _verified(by_prefix.get(prefix) if prefix else None, full_key)
+        for full_key, prefix in prefixes.items()
+    }
+
+
+def _verified(agent: Agent | None, full_key: str) -> Agent | None:
     if agent is None or not agent.is_active:
         return None
     matched = matching_pepper(full_key, agent.key_hash)
