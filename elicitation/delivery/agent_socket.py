@@ -31,9 +31,10 @@ REPLAY_BATCH = 1000
 CLOSE_UNAUTHORIZED = 4401
 LOOP_LAG_PROBE_SECONDS = 0.1
 LOOP_LAG_LIMIT_SECONDS = 1.0  # well under daphne's 5 s handshake timeout
-# Layer subscribes waiting for a turn (socket_base.change_membership) past which handshakes are refused: each new
-# socket opens a channel and joins a group there, before it can be accepted.
-MEMBERSHIP_BACKLOG_LIMIT = 256
+# Layer subscribes waiting for a turn (socket_base.change_membership) past which handshakes are refused: a new
+# agent's group is joined there before its hello. Room for a dead peer's agents (256 refused most of a storm of
+# 2,500, whose retries then spread over doubling windows: p99 64 s against 31 s).
+MEMBERSHIP_BACKLOG_LIMIT = 2048
 KEY_READ_SPACING = 0.05
 
 
