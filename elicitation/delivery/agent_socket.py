@@ -35,7 +35,7 @@ LOOP_LAG_LIMIT_SECONDS = 1.0  # well under daphne's 5 s handshake timeout
 # agent's group is joined there before its hello. Room for a dead peer's agents (256 refused most of a storm of
 # 2,500, whose retries then spread over doubling windows: p99 64 s against 31 s).
 MEMBERSHIP_BACKLOG_LIMIT = 2048
-KEY_READ_SPACING = 0.05
+KEY_READ_SPACING = 0.05  # handshakes' key checks share one query at most this often (at once when quiet)
 
 
 async def agent_from_scope(scope: dict[str, Any], gate: "HandshakeGate") -> Agent | None:
@@ -171,10 +171,11 @@ class AgentWaitConsumer(HardenedJsonConsumer):
       the socket is closed with 4008 (CLOSE_TOO_SLOW, "too slow: resume from your cursor"; a peer that cannot take
       even the close frame sees 1006). The client reconnects, `resume`s from the last cursor it received (and
       re-`subscribe`s what it waits on) and misses nothing: the frames it never got are in the outbox.
-    - Handshakes are accepted at once and then read the database through AGENT_SOCKET_HANDSHAKE_CONCURRENCY slots
-      per process, so a reconnect storm queues there (each client waiting for its hello) instead of starving the
-      process's other waiters; past AGENT_SOCKET_HANDSHAKE_QUEUE waiting handshakes a new one is closed at once
-      with 4013 (CLOSE_TRY_AGAIN_LATER), before any database work.
+    - Handshakes are accepted at once; their keys and head cursors are read in batches with every other
+      handshake's (HandshakeGate), so a reconnect storm costs a few queries and does not starve the process's
+      other waiters. Past AGENT_SOCKET_HANDSHAKE_QUEUE handshakes between accept and hello, or while the layer's
+      subscribes or the event loop run behind, a new one is closed at once with 4013 (CLOSE_TRY_AGAIN_LATER),
+      before any work.
     """
 
     agent_id: int | None = None

@@ -80,7 +80,7 @@ MEMBERSHIP_CONCURRENCY = 8
 
 class MembershipGate:
     """The layer subscribes/unsubscribes of one process: MEMBERSHIP_CONCURRENCY in flight, and a count of those
-    waiting for a turn (a reconnect storm's handshakes each open a channel and join a group here)."""
+    waiting for a turn (the queue a reconnect storm's group joins form; agent handshakes are refused past a bound)."""
 
     def __init__(self) -> None:
         self.turns = asyncio.Semaphore(MEMBERSHIP_CONCURRENCY)

@@ -108,7 +108,9 @@ def agent_for_key(full_key: str) -> Agent | None:
     prefix = split_prefix(full_key, "rh")
     if prefix is None:
         return None
-    return _verified(next(iter(Agent.objects.raw(_agent_by_prefix_sql(connection.vendor), [prefix])), None), full_key)
+    return _verified(
+        next(iter(Agent.objects.raw(_agent_by_prefix_sql(connection.vendor), [prefix])), None), full_key
+    )
 
 
 def agents_for_keys(full_keys: list[str]) -> dict[str, Agent | None]:
