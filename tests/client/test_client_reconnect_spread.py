@@ -40,7 +40,7 @@ class DroppingServer:
     ended: dict[str, list[float]] = field(default_factory=dict)  # agent key -> when each connection ended
     polls: int = 0
     url: str = ""
-    busy: int = 0  # handshakes still to refuse with 1013 before the hello, as a server in a storm does
+    busy: int = 0  # handshakes still to refuse with 4013 before the hello, as a server in a storm does
 
     async def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path.startswith("/ws/agent/"):
@@ -188,7 +188,7 @@ async def test_too_slow_close_resumes_from_the_last_cursor_and_delivers_what_cam
         assert server.polls == polls_before
 
 
-async def test_a_handshake_refused_with_1013_waits_a_spread_delay_then_is_greeted(
+async def test_a_handshake_refused_with_4013_waits_a_spread_delay_then_is_greeted(
     server: DroppingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     drawn: list[float] = []
@@ -216,7 +216,7 @@ async def test_a_handshake_refused_with_1013_waits_a_spread_delay_then_is_greete
         assert await asyncio.wait_for(waiting, 20) == ElicitResult("accept", {"approve": True})
 
 
-async def test_each_1013_in_a_row_doubles_the_spread_window_and_a_greeting_resets_it(
+async def test_each_4013_in_a_row_doubles_the_spread_window_and_a_greeting_resets_it(
     server: DroppingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     windows: list[float] = []

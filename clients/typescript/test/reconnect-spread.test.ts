@@ -29,7 +29,7 @@ class StandIn {
   readonly sockets = new Map<string, FakeSocket[]>(); // agent key -> its connections, in order
   readonly resumes = new Map<string, number[]>(); // agent key -> `after` of each resume
   polls = 0;
-  busy = 0; // handshakes still to refuse with 1013 before the hello, as a server in a storm does
+  busy = 0; // handshakes still to refuse with 4013 before the hello, as a server in a storm does
 
   fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const url = new URL(String(input));
@@ -212,7 +212,7 @@ test("a 'too slow' close resumes from the last cursor and delivers what came aft
   }
 });
 
-test("a handshake refused with 1013 waits a spread delay, then is greeted", { timeout: 30_000 }, async () => {
+test("a handshake refused with 4013 waits a spread delay, then is greeted", { timeout: 30_000 }, async () => {
   const server = new StandIn();
   server.busy = 1;
   const draws: number[] = [];
@@ -242,7 +242,7 @@ test("a handshake refused with 1013 waits a spread delay, then is greeted", { ti
   }
 });
 
-test("each 1013 in a row doubles the spread window, up to a minute", () => {
+test("each 4013 in a row doubles the spread window, up to a minute", () => {
   assert.deepEqual(
     [0, 1, 2, 3, 4, 5, 6].map((refusals) => spreadWindow(5000, refusals)),
     [5000, 5000, 10_000, 20_000, 40_000, 60_000, 60_000],
