@@ -364,7 +364,7 @@ RECONNECT_SPREAD_SECONDS = 5.0
 
 
 def spread_window(spread: float, refusals: int) -> float:
-    """The window a reconnect is spread over after `refusals` 1013s in a row: doubled by each, up to
+    """The window a reconnect is spread over after `refusals` busy refusals in a row: doubled by each, up to
     SOCKET_RETRY_SLOW_CAP_SECONDS, so the retries of a storm thin out instead of keeping the server busy."""
     return min(spread * 2 ** min(max(refusals - 1, 0), 16), max(spread, SOCKET_RETRY_SLOW_CAP_SECONDS))
 
@@ -455,7 +455,7 @@ class AgentSocket:
 
     async def _run(self) -> None:
         failures = 0
-        refusals = 0  # 1013s in a row: the server is still busy with a storm, so come back later each time
+        refusals = 0  # busy refusals (4013 or 1013) in a row: the server is still busy with a storm, so come back later each time
         slow_retry = False
         assert self._wake is not None
         loop = asyncio.get_running_loop()

@@ -126,7 +126,7 @@ export class AgentSocket {
 
   private async run(): Promise<void> {
     let failures = 0;
-    let refusals = 0; // 1013s in a row: the server is still busy with a storm, so come back later each time
+    let refusals = 0; // busy refusals (4013 or 1013) in a row: the server is still busy with a storm, so come back later each time
     while (!this.closing.signal.aborted) {
       if (this.watchers.size === 0) {
         // Idle and disconnected: reconnect only when someone waits.

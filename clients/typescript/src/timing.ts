@@ -55,7 +55,7 @@ export function spreadDelay(windowMs: number): number {
   return Math.random() * windowMs;
 }
 
-/** The window a reconnect is spread over after `refusals` 1013s in a row: doubled by each, up to `capMs`, so the
+/** The window a reconnect is spread over after `refusals` busy refusals (4013 or 1013) in a row: doubled by each, up to `capMs`, so the
  * retries of a storm thin out instead of keeping the server busy. */
 export function spreadWindow(windowMs: number, refusals: number, capMs = 60_000): number {
   return Math.min(windowMs * 2 ** Math.min(Math.max(refusals - 1, 0), 16), Math.max(windowMs, capMs));

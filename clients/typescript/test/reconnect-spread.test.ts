@@ -117,6 +117,17 @@ class FakeSocket implements WebSocketLike {
 
 const requestId = (n: number): string => `5b0f1c7e-3333-4a4a-9c9c-${String(n).padStart(12, "0")}`;
 
+/** A client of the stand-in, one agent key, reconnects spread over `spreadMs`. */
+function standInClient(server: StandIn, apiKey: string, spreadMs: number): ReviewHubClient {
+  return new ReviewHubClient({
+    baseUrl: "http://stand-in.invalid",
+    apiKey,
+    fetch: server.fetch as typeof fetch,
+    webSocket: server.webSocket,
+    reconnectSpreadMs: spreadMs,
+  });
+}
+
 test("spread delays of many drops cover the whole window", () => {
   const delays = Array.from({ length: 5000 }, () => spreadDelay(5000));
   assert.ok(delays.every((delay) => delay >= 0 && delay <= 5000));
@@ -183,13 +194,7 @@ for (const code of [1001, 1006, 1011, 1012, CLOSE_RESUME]) {
 
 test("a 'too slow' close resumes from the last cursor and delivers what came after", { timeout: 30_000 }, async () => {
   const server = new StandIn();
-  const hub = new ReviewHubClient({
-    baseUrl: "http://stand-in.invalid",
-    apiKey: "rh_slow",
-    fetch: server.fetch as typeof fetch,
-    webSocket: server.webSocket,
-    reconnectSpreadMs: 300,
-  });
+  const hub = standInClient(server, "rh_slow", 300);
   try {
     const seen: number[] = [];
     hub.onEvent((event) => seen.push(event.cursor));
@@ -217,13 +222,7 @@ test("a handshake refused with 4013 waits a spread delay, then is greeted", { ti
   server.busy = 1;
   const draws: number[] = [];
   const random = Math.random;
-  const hub = new ReviewHubClient({
-    baseUrl: "http://stand-in.invalid",
-    apiKey: "rh_busy",
-    fetch: server.fetch as typeof fetch,
-    webSocket: server.webSocket,
-    reconnectSpreadMs: 300,
-  });
+  const hub = standInClient(server, "rh_busy", 300);
   try {
     Math.random = () => {
       draws.push(random());
@@ -250,18 +249,12 @@ test("each 4013 in a row doubles the spread window, up to a minute", () => {
   assert.equal(spreadWindow(5000, 5000), 60_000); // no overflow, however long the storm
 });
 
-test("three refusals in a row wait over 1, 2 and 4 windows; a greeting resets it", { timeout: 30_000 }, async () => {
+test("three refusals in a row wait over 1, 2 and 4 windows", { timeout: 30_000 }, async () => {
   const server = new StandIn();
   server.busy = 3;
   const draws: number[] = [];
   const random = Math.random;
-  const hub = new ReviewHubClient({
-    baseUrl: "http://stand-in.invalid",
-    apiKey: "rh_storm",
-    fetch: server.fetch as typeof fetch,
-    webSocket: server.webSocket,
-    reconnectSpreadMs: 40,
-  });
+  const hub = standInClient(server, "rh_storm", 40);
   try {
     Math.random = () => {
       draws.push(0.999); // the far end of each window, so the waits show the windows
