@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 import schemathesis
 from django.contrib.auth.models import User
+from django.test import override_settings
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from elicitation.models import Agent, Queue, Scope
+from elicitation.ops import sweeper
 from elicitation.queue import accounts, transitions
 from reviewhub.asgi import application
 from tests.conftest import FORM_SCHEMA
@@ -49,8 +51,16 @@ def fuzz_data(settings: Any) -> None:
         )
 
 
-# Loaded at import (no database needed to render the schema), so each operation is its own test item.
-schema = schemathesis.openapi.from_asgi("/api/schema/", application)
+# Loaded at import (no database needed to render the schema), so each operation is its own test item. With the
+# embedded sweeper off: that first ASGI event would otherwise start it in schemathesis' portal thread, sweeping the
+# development database during collection (and its error tracebacks' ast.parse raced hypothesis' own on 3.11).
+with override_settings(PERIODIC_SWEEPS_IN_PROCESS=False):
+    schema = schemathesis.openapi.from_asgi("/api/schema/", application)
+SWEEPER_AFTER_SCHEMA_LOAD = sweeper._process_sweeper
+
+
+def test_loading_the_schema_at_import_started_no_sweeper() -> None:
+    assert SWEEPER_AFTER_SCHEMA_LOAD is None
 
 
 def credentials_for(case: Any) -> dict[str, str]:
