@@ -3,7 +3,8 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do command 
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SERVICES_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0}
+# Exported: the recipe is several shell commands, and a plain `VAR=value` prefix would reach only the first.
+SERVICES_ENV := export DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0};
 HOST ?= 127.0.0.1
 PORT ?= 8000
 

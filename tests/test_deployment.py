@@ -54,3 +54,26 @@ def test_the_image_copies_what_the_project_needs() -> None:
     for part in ("reviewhub", "elicitation", "templates", "static", "manage.py"):
         assert f"COPY {part}" in dockerfile
         assert (ROOT / part).exists()
+
+
+def test_make_test_services_gives_the_service_urls_to_the_whole_recipe() -> None:
+    """The recipe is several shell commands (coverage, then its report): the URLs must reach pytest, not only the
+    first command, or the "services" leg quietly tests SQLite."""
+    import os
+    import subprocess
+
+    make = shutil.which("make")
+    assert make is not None
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
+    result = subprocess.run(
+        [make, "-s", "-o", "browser", "-o", ".venv/.installed", "test-services", "COVERED_PYTEST=true; env"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = result.stdout.splitlines()
+    assert "DATABASE_URL=postgres://postgres@127.0.0.1:5432/test" in lines
+    assert "REDIS_URL=redis://127.0.0.1:6379/0" in lines
