@@ -11,6 +11,7 @@ timeout before it is let through, so after one failure the limits are not counte
 (`cache_breaker`): during a hang each process pays that timeout once per window, not once per request.
 """
 
+import functools
 import logging
 import math
 import threading
@@ -20,6 +21,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.cache.backends.redis import RedisCache
+from redis import Redis
+from redis.commands.core import Script
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -82,22 +85,34 @@ def count_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
     )
 
 
+# INCR, and the window's expiry on the count's first hit, as one atomic command (EVALSHA): a pipeline of SET NX EX
+# and INCR cost the client twice the CPU for the same round trip.
+COUNT_HIT_SCRIPT = (
+    "local count = redis.call('INCR', KEYS[1]) "
+    "if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end "
+    "return count"
+)
+
+
+@functools.cache
+def _count_hit(client: Redis) -> Script:
+    """The counter script bound to a shared client (one per URL): its SHA is computed once, not per call."""
+    return client.register_script(COUNT_HIT_SCRIPT)
+
+
 def _increment(key: str, timeout: int) -> int:
     """Atomically count one hit under `key`, creating it with `timeout` if it is new."""
     backend = caches["default"]
     if isinstance(backend, RedisCache):
-        # One round trip instead of Django's three (add; incr = EXISTS + INCRBY): this runs on every API call.
-        # SET NX cannot reset a count another process started; the value is a plain integer, as Django's
-        # Redis cache stores ints, so cache.get() reads it back under the same full key, from the same server
-        # (the first of the cache's LOCATION, where Django's RedisCache writes).
+        # One command instead of Django's three (add; incr = EXISTS + INCRBY): this runs on every API call. The
+        # script is atomic, so it cannot reset a count another process started. The value is a plain integer, as
+        # Django's Redis cache stores ints, so cache.get() reads it back under the same full key, from the same
+        # server (the first of the cache's LOCATION, where Django's RedisCache writes).
         location = settings.CACHES["default"]["LOCATION"]
         url = location.split(",")[0] if isinstance(location, str) else next(iter(location))
         full_key = backend.make_and_validate_key(key)
         client = shared_client(url, **getattr(settings, "REDIS_TIMEOUTS", {}))
-        with client.pipeline(transaction=False) as pipe:
-            pipe.set(full_key, 0, ex=timeout, nx=True)
-            pipe.incr(full_key)
-            return int(pipe.execute()[1])
+        return int(_count_hit(client)(keys=[full_key], args=[timeout]))
     # add() is a no-op when the key exists, so concurrent first hits cannot reset each other's count.
     backend.add(key, 0, timeout=timeout)
     try:

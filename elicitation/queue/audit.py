@@ -11,7 +11,6 @@ Each RequestEvent carries `prev_hash` (the hash of the request's previous row) a
 """
 
 import csv
-import functools
 import hashlib
 import io
 import json
@@ -20,11 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 
 from elicitation.models import ActorType, Agent, ElicitationRequest, RequestEvent
-from elicitation.queue import clock
+from elicitation.queue import clock, prebuilt_sql
 
 # --- writing the trail ----------------------------------------------------------------------------------------
 
@@ -70,6 +69,32 @@ def record_event(
             .values_list("hash", flat=True)
             .first()
         ) or ""
+    event = new_event(
+        request,
+        kind,
+        actor_user=actor_user,
+        actor_agent=actor_agent,
+        from_status=from_status,
+        to_status=to_status,
+        detail=detail,
+        prev_hash=prev_hash,
+    )
+    prebuilt_sql.insert(event)
+    return event
+
+
+def new_event(
+    request: ElicitationRequest,
+    kind: str,
+    *,
+    prev_hash: str,
+    actor_user: Any = None,
+    actor_agent: Agent | None = None,
+    from_status: str = "",
+    to_status: str = "",
+    detail: dict[str, Any] | None = None,
+) -> RequestEvent:
+    """The audit row `record_event` writes, hashed and not yet saved (a create writes it with its request)."""
     actor_type = ActorType.REVIEWER if actor_user else ActorType.AGENT if actor_agent else ActorType.SYSTEM
     event = RequestEvent(
         request_id=request.pk,
@@ -84,40 +109,7 @@ def record_event(
         prev_hash=prev_hash,
     )
     event.hash = audit_row_hash(event)
-    _insert(event)
     return event
-
-
-@functools.cache
-def _insert_sql(vendor: str) -> str:
-    """INSERT of every audit column but the id, built from the model's metadata once per process."""
-    quote = connection.ops.quote_name
-    meta = RequestEvent._meta
-    columns = ", ".join(quote(str(field.column)) for field in _insert_fields())
-    values = ", ".join(["%s"] * len(_insert_fields()))
-    sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({values})"  # noqa: S608 - metadata only
-    if connection.features.can_return_columns_from_insert:
-        sql += f" RETURNING {quote(str(meta.pk.column))}"  # type: ignore[union-attr]
-    return sql
-
-
-def _insert_fields() -> list[Any]:
-    return [field for field in RequestEvent._meta.concrete_fields if field is not RequestEvent._meta.pk]
-
-
-def _insert(event: RequestEvent) -> None:
-    """`event.save()` in one statement prepared once: every transition writes an audit row, and the ORM spent
-    more building the INSERT than the database running it. Values go through the fields' own preparation
-    (JSON, datetimes), as save() would; the row is marked saved afterwards."""
-    values = [field.get_db_prep_save(field.pre_save(event, True), connection) for field in _insert_fields()]
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(connection.vendor), values)
-        if connection.features.can_return_columns_from_insert:
-            event.pk = cursor.fetchone()[0]
-        else:
-            event.pk = connection.ops.last_insert_id(cursor, RequestEvent._meta.db_table, "id")
-    event._state.adding = False
-    event._state.db = connection.alias
 
 
 def record_transition(

@@ -2,7 +2,6 @@
 server-side pepper; and the one place a bearer credential is parsed and looked up, for every door (REST,
 long-poll, WebSocket, MCP)."""
 
-import functools
 import hashlib
 import hmac
 import secrets
@@ -10,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 
 from elicitation.models import Agent, ReviewerToken
+from elicitation.queue import prebuilt_sql
 
 
 @dataclass(frozen=True)
@@ -93,24 +92,13 @@ def scope_bearer_token(scope: Any) -> str | None:
     return bearer_token(headers)
 
 
-@functools.cache
-def _agent_by_prefix_sql(vendor: str) -> str:
-    """`Agent.objects.filter(key_prefix=…)` (the prefix is unique) as SQL built once per process: every agent call
-    runs it, and the ORM spent longer building the query than the database running it."""
-    quote, meta = connection.ops.quote_name, Agent._meta
-    columns = ", ".join(quote(str(field.column)) for field in meta.concrete_fields)
-    prefix_column = quote(str(meta.get_field("key_prefix").column))  # type: ignore[union-attr]
-    return f"SELECT {columns} FROM {quote(meta.db_table)} WHERE {prefix_column} = %s"  # noqa: S608 - metadata only
-
-
 def agent_for_key(full_key: str) -> Agent | None:
     """The active agent owning this key, or None. The prefix finds the row; the HMAC comparison is constant-time."""
     prefix = split_prefix(full_key, "rh")
     if prefix is None:
         return None
-    return _verified(
-        next(iter(Agent.objects.raw(_agent_by_prefix_sql(connection.vendor), [prefix])), None), full_key
-    )
+    # The key prefix is unique; the SELECT is built once per process (queue/prebuilt_sql.py).
+    return _verified(prebuilt_sql.get_by(Agent, "key_prefix", prefix), full_key)
 
 
 def agents_for_keys(full_keys: list[str]) -> dict[str, Agent | None]:

@@ -1,13 +1,19 @@
 """What intake costs, pinned: the statements one create runs, and the hand-built SQL on its hot path (the queue a
-key may post to, the agent of a key, the audit INSERT, the arrival reach check) reading and writing exactly what
-the ORM would. Validation errors keep their field and reason."""
+key may post to with its arrival reach, the agent of a key, the request and audit INSERTs) reading and writing
+exactly what the ORM would, the two rows stored together or not at all. Validation errors keep their field and
+reason, and serializers bind fields of their own."""
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
+from django.utils import timezone
+from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from elicitation.api import serializers as s
 from elicitation.delivery import reach_receivers
 from elicitation.models import (
     Agent,
@@ -18,7 +24,7 @@ from elicitation.models import (
     ReachRule,
     RequestEvent,
 )
-from elicitation.queue import accounts, audit, keys, rules, transitions
+from elicitation.queue import accounts, audit, keys, prebuilt_sql, rules, transitions
 from tests.conftest import FORM_SCHEMA
 
 pytestmark = pytest.mark.django_db
@@ -37,34 +43,101 @@ def concrete_values(instance: Any) -> dict[str, Any]:
 # --- statements per create ------------------------------------------------------------------------------------
 
 
-def test_a_create_runs_seven_statements_and_reads_no_audit_head(
+def test_a_create_runs_five_statements_inside_a_transaction_and_reads_no_audit_head(
     agent_client: APIClient, django_assert_num_queries: Any
 ) -> None:
-    """The agent (by key prefix), the queue with its policy (one join), the request INSERT, the audit INSERT
-    (a create chains to nothing, so no head read), whether anyone is reached on arrival, and the savepoint
-    around both INSERTs (BEGIN/COMMIT outside a test's transaction)."""
-    with django_assert_num_queries(7) as captured:
+    """The agent (by key prefix), the queue with its policy and its arrival reach (one statement), the request
+    and audit INSERTs (one statement on PostgreSQL, two elsewhere; a create chains to nothing, so no head read),
+    inside a savepoint, since the caller (here the test) holds a transaction."""
+    one_statement = prebuilt_sql.inserts_in_one_statement()
+    with django_assert_num_queries(5 if one_statement else 6) as captured:
         response = post(agent_client)
     assert response.status_code == 201, response.json()
     statements = [query["sql"].upper() for query in captured.captured_queries]
-    inserts = [sql for sql in statements if sql.startswith("INSERT")]
-    assert len(inserts) == 2
-    assert any('"ELICITATION_ELICITATIONREQUEST"' in sql for sql in inserts)
-    assert any('"ELICITATION_REQUESTEVENT"' in sql for sql in inserts)
+    writes = [sql for sql in statements if sql.startswith(("INSERT", "WITH"))]
+    assert len(writes) == (1 if one_statement else 2)
+    assert any('"ELICITATION_ELICITATIONREQUEST"' in sql for sql in writes)
+    assert any('"ELICITATION_REQUESTEVENT"' in sql for sql in writes)
     selects = [sql for sql in statements if sql.startswith("SELECT")]
-    assert len(selects) == 3
+    assert len(selects) == 2
     assert not any('FROM "ELICITATION_REQUESTEVENT"' in sql for sql in selects)
     event = RequestEvent.objects.get(request_id=response.json()["id"])
     assert (event.kind, event.prev_hash, event.to_status) == ("created", "", "pending")
     assert list(audit.verify_chains([event.request_id])) == []
 
 
-def test_a_queue_with_a_policy_costs_no_extra_read(
-    agent_client: APIClient, queue: Queue, django_assert_num_queries: Any
+@pytest.mark.django_db(transaction=True)
+def test_a_create_on_its_own_needs_no_begin_or_commit_on_postgresql(
+    agent_client: APIClient, django_assert_num_queries: Any
 ) -> None:
-    QueuePolicy.objects.create(queue=queue)
-    with django_assert_num_queries(7):
-        assert post(agent_client).status_code == 201
+    """Outside any transaction, PostgreSQL writes both rows in one statement, atomic on its own: three round trips
+    in all. Elsewhere the two INSERTs run between BEGIN and COMMIT."""
+    one_statement = prebuilt_sql.inserts_in_one_statement()
+    with django_assert_num_queries(3 if one_statement else 6) as captured:
+        response = post(agent_client)
+    assert response.status_code == 201, response.json()
+    statements = [query["sql"].upper() for query in captured.captured_queries]
+    opened_a_transaction = any(sql.startswith(("BEGIN", "SAVEPOINT")) for sql in statements)
+    assert opened_a_transaction is not one_statement
+    request = ElicitationRequest.objects.get(pk=response.json()["id"])
+    event = RequestEvent.objects.get(request=request)
+    assert (event.kind, event.actor_agent_id, event.to_status) == ("created", request.agent_id, "pending")
+    assert list(audit.verify_chains([request.pk])) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_and_its_audit_row_are_stored_together_or_not_at_all(agent: Agent, queue: Queue) -> None:
+    """The audit row points at an agent that does not exist: the request row must not be stored without it."""
+    request = ElicitationRequest(
+        queue=queue, agent=agent, message="m", mode="form", deadline=timezone.now() + timedelta(hours=1)
+    )
+    orphan = audit.new_event(request, "created", prev_hash="", to_status="pending")
+    orphan.actor_agent_id = agent.pk + 1000
+    with pytest.raises(IntegrityError):
+        if prebuilt_sql.inserts_in_one_statement():
+            prebuilt_sql.insert_together(request, orphan)
+        else:
+            with transaction.atomic():
+                prebuilt_sql.insert_together(request, orphan)
+    assert not ElicitationRequest.objects.filter(pk=request.pk).exists()
+    assert not RequestEvent.objects.exists()
+    assert transitions.create_request(
+        agent=agent, queue_slug=queue.slug, message="m", mode="url", url="https://a.example/x"
+    )[1]
+
+
+def test_inserted_rows_read_back_as_the_orm_would_have_saved_them(agent: Agent, queue: Queue) -> None:
+    context = {"note": "ünïcode ✓", "nested": [1, 2.5, None, True], "quote": 'it\'s "x"'}
+    request = ElicitationRequest(
+        queue=queue,
+        agent=agent,
+        message="m",
+        mode="form",
+        requested_schema=FORM_SCHEMA,
+        context=context,
+        priority=-7,
+        deadline=timezone.now() + timedelta(hours=1),
+    )
+    event = audit.new_event(request, "created", actor_agent=agent, prev_hash="", to_status="pending")
+    prebuilt_sql.insert_together(request, event)
+    assert not request._state.adding and event.pk is not None
+    assert request.created_at is not None  # auto_now_add filled, as save() fills it
+    stored = ElicitationRequest.objects.get(pk=request.pk)
+    assert concrete_values(stored) == concrete_values(request)
+    assert stored.context == context and stored.requested_schema == FORM_SCHEMA
+    assert model_to_dict(RequestEvent.objects.get(pk=event.pk)) == model_to_dict(event)
+
+
+def test_a_request_already_taken_is_an_integrity_error_and_the_first_row_stays(
+    make_request: Any, agent: Agent
+) -> None:
+    first = make_request(message="first")
+    again = ElicitationRequest(
+        pk=first.pk, queue=first.queue, agent=agent, message="second", deadline=first.deadline
+    )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        prebuilt_sql.insert_together(again, audit.new_event(again, "created", prev_hash=""))
+    assert ElicitationRequest.objects.get(pk=first.pk).message == "first"
 
 
 # --- the queue a key may post to ----------------------------------------------------------------------------------
@@ -174,6 +247,17 @@ def test_the_arrival_check_counts_only_tier_0_rules_off_the_browser(queue: Queue
     assert reach_receivers._has_rules(queue.pk, 0)
 
 
+def test_a_queue_read_for_a_create_says_whether_an_arrival_reaches_anyone(
+    agent: Agent, queue: Queue, django_assert_num_queries: Any
+) -> None:
+    ReachRule.objects.create(queue=queue, tier=0, channel=Channel.BROWSER)
+    ReachRule.objects.create(queue=queue, tier=1, channel=Channel.EMAIL)
+    assert transitions.postable_queue(agent.pk, queue.slug).arrival_reach is False  # type: ignore[union-attr]
+    ReachRule.objects.create(queue=queue, tier=0, channel=Channel.SLACK)
+    loaded = transitions.postable_queue(agent.pk, queue.slug)
+    assert loaded is not None and loaded.arrival_reach is True  # type: ignore[attr-defined]
+
+
 # --- validation keeps its field and reason --------------------------------------------------------------------
 
 
@@ -217,3 +301,44 @@ def test_the_key_lookup_runs_before_anything_is_stored(django_assert_num_queries
     with django_assert_num_queries(1):
         assert post(client).status_code == 401
     assert ElicitationRequest.objects.count() == 0
+
+
+# --- serializers copy their declared fields shallowly ---------------------------------------------------------
+
+
+class DeepCopiedRequest(s.RequestSerializer):
+    def get_fields(self) -> dict[str, Any]:
+        return serializers.Serializer.get_fields(self)  # DRF's own: a deep copy of every declared field
+
+
+class DeepCopiedCreate(s.CreateRequestSerializer):
+    def get_fields(self) -> dict[str, Any]:
+        return serializers.Serializer.get_fields(self)
+
+
+def test_each_serializer_binds_fields_of_its_own_and_says_what_drf_would(make_request: Any) -> None:
+    request = make_request()
+    first, second = s.RequestSerializer(request), s.RequestSerializer(request)
+    for name, field in first.fields.items():
+        assert field is not second.fields[name]
+        assert field is not s.RequestSerializer._declared_fields[name]
+        assert field.parent is first and second.fields[name].parent is second
+    assert first.data == DeepCopiedRequest(request).data
+    assert s.RequestSerializer._declared_fields["overdue"].parent is None  # declared fields stay unbound
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {**BODY, "queue": "payments", "priority": 3, "context": {"k": "v"}},
+        {**BODY, "queue": "not a slug!", "message": "", "priority": 5000, "surprise": 1},
+        {"queue": "payments", "message": "m", "mode": "url", "url": "javascript:alert(1)"},
+    ],
+)
+def test_validation_with_shallow_copies_matches_drf(body: dict[str, Any]) -> None:
+    ours, drfs = s.CreateRequestSerializer(data=body), DeepCopiedCreate(data=body)
+    assert ours.is_valid() == drfs.is_valid()
+    assert ours.errors == drfs.errors
+    assert (ours.validated_data if not ours.errors else None) == (
+        drfs.validated_data if not drfs.errors else None
+    )

@@ -289,3 +289,23 @@ def test_an_over_long_schema_string_is_refused_naming_its_path(queue: Queue, age
     assert response.status_code == 400
     fields = response.json()["fields"]
     assert any("note" in path and "title" in path for path in fields), fields
+
+
+@pytest.mark.services
+def test_the_redis_counter_counts_in_one_command_with_the_windows_expiry() -> None:
+    """The counter (one atomic script) leaves what Django's cache would: an integer cache.get() reads back, which
+    expires with its window; a second hit counts on without touching the expiry."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    from reviewhub.redis_pool import shared_client
+
+    key = f"{throttling.KEY_NAMESPACE}:rate:agent:7:0"
+    assert throttling._increment(key, 65) == 1
+    full_key = cache.make_and_validate_key(key)  # type: ignore[attr-defined]
+    client = shared_client(settings.CACHES["default"]["LOCATION"].split(",")[0])
+    assert 60 <= client.ttl(full_key) <= 65
+    client.expire(full_key, 30)
+    assert [throttling._increment(key, 65) for _ in range(2)] == [2, 3]
+    assert cache.get(key) == 3
+    assert 0 < client.ttl(full_key) <= 30
