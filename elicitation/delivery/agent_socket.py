@@ -32,10 +32,14 @@ CLOSE_UNAUTHORIZED = 4401
 LOOP_LAG_PROBE_SECONDS = 0.1
 LOOP_LAG_LIMIT_SECONDS = 1.0  # well under daphne's 5 s handshake timeout
 # Layer subscribes waiting for a turn (socket_base.change_membership) past which handshakes are refused: a new
-# agent's group is joined there before its hello. Room for a dead peer's agents (256 refused most of a storm of
-# 2,500, whose retries then spread over doubling windows: p99 64 s against 31 s).
+# agent's shard, if not joined yet, is joined there before its hello. Room for a busy layer (256 refused most of a
+# storm of 2,500 when each agent had a group of its own: p99 64 s against 31 s).
 MEMBERSHIP_BACKLOG_LIMIT = 2048
 KEY_READ_SPACING = 0.05  # handshakes' key checks share one query at most this often (at once when quiet)
+# Likewise the outbox reads of resumes and the reads of subscribes: a storm's thousands of sockets resume and
+# re-subscribe within seconds.
+RESUME_READ_SPACING = 0.05
+SUBSCRIBE_READ_SPACING = 0.05
 
 
 async def agent_from_scope(scope: dict[str, Any], gate: "HandshakeGate") -> Agent | None:
@@ -51,19 +55,33 @@ async def agent_from_scope(scope: dict[str, Any], gate: "HandshakeGate") -> Agen
 def subscription_replies(agent_id: int, request_ids: list[str]) -> list[dict[str, Any]]:
     """What `subscribe` answers for each id, in order: a closed request's closing event (the very message a live
     push carried), `state` for an open one, `not_found` for a missing id or another agent's (indistinguishable)."""
-    found = selectors.agent_requests_by_id(agent_id, request_ids)
-    closed = [key for key, request in found.items() if request.status not in OPEN_STATUSES]
-    closing = selectors.closing_events(agent_id, closed) if closed else {}
-    replies: list[dict[str, Any]] = []
-    for raw in request_ids:
-        request = found.get(raw)
-        if request is None:
-            replies.append({"type": "error", "code": "not_found", "id": raw, "detail": "No such request."})
-        elif raw in closing:
-            replies.append(closing[raw].payload)
-        else:
-            replies.append({"type": "state", "id": raw, "status": request.status})
-    return replies
+    asked = (agent_id, tuple(request_ids))
+    return subscriptions_replies([asked])[asked]
+
+
+def subscriptions_replies(
+    subscribes: list[tuple[int, tuple[str, ...]]],
+) -> dict[tuple[int, tuple[str, ...]], list[dict[str, Any]]]:
+    """`subscription_replies` for many (agent id, ids) subscribes, read together: the subscribes of a reconnect
+    storm cost two queries per SUBSCRIBE_READ_SPACING, not two per socket."""
+    found = selectors.agents_requests_by_id([(agent_id, raw) for agent_id, ids in subscribes for raw in ids])
+    closed = sorted({raw for (_, raw), request in found.items() if request.status not in OPEN_STATUSES})
+    closing = selectors.closing_events(closed) if closed else {}
+    answers: dict[tuple[int, tuple[str, ...]], list[dict[str, Any]]] = {}
+    for agent_id, ids in subscribes:
+        replies: list[dict[str, Any]] = []
+        for raw in ids:
+            request = found.get((agent_id, raw))
+            if request is None:
+                replies.append(
+                    {"type": "error", "code": "not_found", "id": raw, "detail": "No such request."}
+                )
+            elif raw in closing:
+                replies.append(closing[raw].payload)
+            else:
+                replies.append({"type": "state", "id": raw, "status": request.status})
+        answers[(agent_id, ids)] = replies
+    return answers
 
 
 def closed_state(event: dict[str, Any]) -> dict[str, Any]:
@@ -74,8 +92,11 @@ def closed_state(event: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def events_after(agent_id: int, cursor: int) -> list[dict[str, Any]]:
-    return [event.payload for event in selectors.agent_events_after(agent_id, cursor, limit=REPLAY_BATCH)]
+def events_after(cursors: list[tuple[int, int]]) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """The next REPLAY_BATCH outbox events past each (agent id, cursor): the catch-ups of a storm's resumes read
+    together (one query per RESUME_READ_SPACING, at once when the process is quiet)."""
+    found = selectors.agent_events_after_many(cursors, limit=REPLAY_BATCH)
+    return {pair: [event.payload for event in events] for pair, events in found.items()}
 
 
 class HandshakeGate:
@@ -180,7 +201,7 @@ class AgentWaitConsumer(HardenedJsonConsumer):
 
     agent_id: int | None = None
     recheck_task: "asyncio.Task[None] | None" = None
-    # The agent's group is heard through the waiter hub: one membership per agent per process, and no channel
+    # The agent's group is heard through the waiter hub: one membership per agent shard per process, and no channel
     # subscribed and unsubscribed per socket, which in a reconnect storm queued behind the layer's one lock.
     own_channel = False
 
@@ -213,7 +234,11 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         self.replay_wanted = False  # the outbox may hold more than the running catch-up has read
         self.resumes_owed = 0  # `resumed` frames to send once the catch-up is done
         self.lock = asyncio.Lock()
-        await self.join_group(pushes.agent_group(agent.pk))  # with the layer away: served from the database
+        # With the layer away: served from the database. Joined first, so whatever commits after the head read
+        # below is pushed here.
+        self.heard_from_hello = await self.join_group(pushes.agent_group(agent.pk))
+        # The highest cursor pushed before the resume (not sent then: the stream starts at the resume).
+        self.heard_ahead = 0
         self.agent_id = agent.pk
         # A revocation committed between the key check and joining the group was pushed to no one: look again.
         # (A second read, not one with the key lookup: the group must be joined between the two.)
@@ -228,7 +253,7 @@ class AgentWaitConsumer(HardenedJsonConsumer):
     @property
     def layer_joined(self) -> bool:
         waiter_hub = waiters.hub()
-        return not waiter_hub.layer_resting() and self.groups_wanted <= waiter_hub.joined
+        return not waiter_hub.layer_resting() and all(waiter_hub.is_joined(g) for g in self.groups_wanted)
 
     async def join_group(self, group: str) -> bool:
         """Listen to `group` through the hub, or be rechecked as often as a long-poll until it is joined. True if
@@ -239,7 +264,7 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         LayerWatch.for_layer(self.channel_layer).register(self)  # woken when the layer comes back
         waiter_hub = waiters.hub()
         await waiter_hub.listen(group, self.hear)
-        return group in waiter_hub.joined
+        return waiter_hub.is_joined(group)
 
     async def leave_groups(self) -> None:
         # The hub leaves a group some time after its last listener: the agent is likely back soon.
@@ -276,7 +301,10 @@ class AgentWaitConsumer(HardenedJsonConsumer):
             )
             return
         assert self.agent_id is not None
-        replies = await database_call(subscription_replies)(self.agent_id, [str(i) for i in ids])
+        asked = (self.agent_id, tuple(str(i) for i in ids))
+        replies = (
+            await waiters.hub().spaced(subscriptions_replies, SUBSCRIBE_READ_SPACING).look_up(asked) or []
+        )
         async with self.lock:
             for reply in replies:
                 if reply["type"] == "state":
@@ -301,8 +329,23 @@ class AgentWaitConsumer(HardenedJsonConsumer):
             self.last_cursor = max(self.last_cursor, after)
             self.resumed = True
             self.sent_ahead = {cursor for cursor in self.sent_ahead if cursor > self.last_cursor}
+            if self.nothing_to_replay():
+                await self.send_json({"type": "resumed", "cursor": self.last_cursor})
+                return
             self.resumes_owed += 1  # answered by the catch-up, once it has read the outbox to its end
             await self.replay()
+
+    def nothing_to_replay(self) -> bool:
+        """The outbox holds nothing past the stream's cursor, known without reading it: the hello's head (or a
+        later recheck's) is not past it, no push since said otherwise, and the agent's group has been heard since
+        before that head was read. Most agents of a reconnect storm resume this way, with no read. A push lost
+        meanwhile is the recheck's to find, as for any socket."""
+        return (
+            self.heard_from_hello
+            and self.layer_joined
+            and not self.catching_up
+            and self.last_cursor >= max(self.checked_head, self.heard_ahead)
+        )
 
     # --- sending; callers hold self.lock ---
 
@@ -352,7 +395,12 @@ class AgentWaitConsumer(HardenedJsonConsumer):
         while not self.given_up:
             self.replay_wanted = False  # a push from here on makes the loop read again
             try:
-                batch = await database_call(events_after)(self.agent_id, self.last_cursor)
+                batch = (
+                    await waiters.hub()
+                    .spaced(events_after, RESUME_READ_SPACING)
+                    .look_up((self.agent_id, self.last_cursor))
+                    or []
+                )
             except Exception:
                 logger.warning("agent socket replay failed; trying again", exc_info=True)
                 await asyncio.sleep(jittered(delay))
@@ -384,8 +432,10 @@ class AgentWaitConsumer(HardenedJsonConsumer):
                     await self.replay()  # an earlier push is missing or late: the outbox has them in order
                 else:
                     await self.send_in_order(payload)
-            elif payload.get("id") in self.watching:
-                await self.send_out_of_order(payload)
+            else:
+                self.heard_ahead = max(self.heard_ahead, payload["cursor"])
+                if payload.get("id") in self.watching:
+                    await self.send_out_of_order(payload)
 
     async def agent_revoked(self, message: dict[str, Any]) -> None:
         # Key rotation sends this too: a socket opened with the new key stays open.

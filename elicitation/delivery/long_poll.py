@@ -6,7 +6,7 @@ request in a ThreadSensitiveContext that keeps a thread of its own until the res
 would hold one (idle) thread per waiting agent. The middleware waits on the event loop, then hands Django the
 request without `wait`, which Django answers at once. This is the only long-poll: tests go through it too (a live
 server, or the ASGI application called directly). The waits themselves belong to the process's hub
-(waiters.py): one group membership per agent however many long-polls it has waiting, and one batched recheck per
+(waiters.py): one layer membership per agent shard however many long-polls wait, and one batched recheck per
 interval for all of them, on a few shared threads.
 """
 

@@ -25,8 +25,26 @@ MESSAGE_EXCERPT_LENGTH = 160
 Push = tuple[str, dict[str, Any]]  # (group, message)
 
 
+# Agents' pushes travel between processes on AGENT_SHARDS layer groups, not one per agent: a process then joins at
+# most AGENT_SHARDS groups for all of its waiting agents, where one subscribe per agent queued for seconds behind the
+# pub/sub layer's lock (a reconnect storm's 2,500 agents, bench #11; 20,000 waiters, bench #10). Every process that
+# holds one of a shard's agents hears all of the shard's pushes; its waiter hub hands each to the listeners of the
+# agent the message names.
+AGENT_SHARDS = 64
+
+
 def agent_group(agent_id: int) -> str:
+    """What an agent's waiters listen to, in-process (waiters.WaiterHub)."""
     return f"agent.{agent_id}"
+
+
+def layer_group(group: str) -> str:
+    """The channel-layer group that carries `group`'s messages between processes: an agent's shard, or the
+    group itself."""
+    kind, _, agent_id = group.partition(".")
+    if kind == "agent" and agent_id.isdigit():
+        return f"agents.{int(agent_id) % AGENT_SHARDS}"
+    return group
 
 
 def queue_group(queue_id: int) -> str:
@@ -165,9 +183,15 @@ async def send_within_budget(layer: Any, batch: list[Push]) -> None:
         for message in messages:
             await send_logged(layer, group, message)
 
-    sends = (send_in_order(group, messages) for group, messages in by_group.items())
     try:
-        await asyncio.wait_for(asyncio.gather(*sends), push_budget_seconds())
+        async with asyncio.timeout(push_budget_seconds()):
+            if len(by_group) == 1:  # most commits push to one group: no task per group to schedule
+                ((group, messages),) = by_group.items()
+                await send_in_order(group, messages)
+            else:
+                await asyncio.gather(
+                    *(send_in_order(group, messages) for group, messages in by_group.items())
+                )
     except TimeoutError:
         logger.warning(
             "channel layer pushes to %s timed out after %ss; waiters fall back to the event feed",
@@ -315,12 +339,13 @@ def on_draft_changed(sender: Any, request_id: Any, draft: dict[str, Any], **kwar
 
 
 def on_agent_event_recorded(sender: Any, event: AgentEvent, **kwargs: Any) -> None:
-    # `agent` names the group: a process's waiter hub hears every group it joined on one channel.
+    # `agent` names the agent: the waiter hub that hears the shard hands it to that agent's listeners.
     send_on_commit(
-        agent_group(event.agent_id), {"type": "agent.event", "agent": event.agent_id, "event": event.payload}
+        layer_group(agent_group(event.agent_id)),
+        {"type": "agent.event", "agent": event.agent_id, "event": event.payload},
     )
 
 
 def on_agent_key_changed(sender: Any, agent_id: int, **kwargs: Any) -> None:
     """Revoked or rotated: every socket of the agent re-checks its key, and closes if it was the old one."""
-    send_on_commit(agent_group(agent_id), {"type": "agent.revoked", "agent": agent_id})
+    send_on_commit(layer_group(agent_group(agent_id)), {"type": "agent.revoked", "agent": agent_id})

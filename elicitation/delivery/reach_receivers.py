@@ -34,7 +34,10 @@ def _has_rules(queue_id: int, tier: int) -> bool:
 
 
 def _notify_after_commit(request: ElicitationRequest, tier: int) -> None:
-    if not _has_rules(request.queue_id, tier):
+    # A create read its queue with `arrival_reach` (queue/transitions.postable_queue): no query of its own here.
+    queue = ElicitationRequest._meta.get_field("queue").get_cached_value(request, None)  # type: ignore[union-attr]
+    known = getattr(queue, "arrival_reach", None) if tier == 0 else None
+    if not (known if known is not None else _has_rules(request.queue_id, tier)):
         return
     request_id = str(request.pk)
     transaction.on_commit(lambda: reach_tasks.enqueue(reach_tasks.notify_tier, request_id, tier), robust=True)

@@ -18,18 +18,20 @@ So the queries per interval stay flat however many agents wait (until a chunk fi
 per LONG_POLL_RECHECK_SECONDS and one read of each spaced kind per its spacing. 10,000 long-polls re-polling every
 60 s cost a handful of queries a second, not three reads each (bench #10).
 
-In-process fan-out. The hub owns one channel on the layer and joins each group once, however many waiters of the
-process wait on it (ref-counted group_add / group_discard). Long-polls, on a request or on the feed, listen on
-their agent's group: every transition that closes a request tells its agent through the outbox, and the
-`agent.event` push names the agent, the request and its status. A push reaches the hub once and wakes every waiter
-of its agent that it answers; a feed wait whose cursor the event passed ends without a database read. A message
-that names no agent (from an older publisher) goes to every agent listener, and feed waits answer it with one
-batched read. Publishing is unchanged: one group_send per event (pushes.py).
+In-process fan-out. The hub owns one channel on the layer and joins each layer group once, however many waiters of
+the process wait on it (ref-counted group_add / group_discard). Long-polls, on a request or on the feed, and agent
+sockets listen on their agent's group: every transition that closes a request tells its agent through the outbox,
+and the `agent.event` push names the agent, the request and its status. Between processes agents' groups travel on
+a few shared layer groups (`pushes.layer_group`: AGENT_SHARDS of them), so a process joins at most that many for
+all of its agents; the hub hands each push to the listeners of the agent it names. A push reaches the hub once and
+wakes every waiter of its agent that it answers; a feed wait whose cursor the event passed ends without a database
+read. A message that names no agent (from an older publisher) goes to every agent listener, and feed waits answer
+it with one batched read. Publishing is unchanged: one group_send per event (pushes.py).
 
 Fast answers. A push that closes the request ends a long-poll's wait at once, without a database read, and a
 long-poll costs no subscribe/unsubscribe of its own on the layer, whose pub/sub connection serialises them (and
 publishes) behind one lock: a join per long-poll queued there took seconds with 5,000 sockets open (bench #3).
-The first waiter of an agent joins its group; the group is left GROUP_LINGER_SECONDS after the last one, in the
+The first waiter of a shard's agents joins the shard; it is left GROUP_LINGER_SECONDS after the last one, in the
 background, since an agent that waits once usually waits again.
 
 A layer that is down is not an error: joins are retried with every round, and waits are then answered by the
@@ -246,6 +248,8 @@ class WaiterHub:
         self.opening = asyncio.Lock()
         self.listeners: dict[str, set[Listener]] = {}
         self.groups_by_kind: dict[str, set[str]] = {}
+        # Layer groups (pushes.layer_group): the groups listened to that each carries, and which are joined.
+        self.carried: dict[str, set[str]] = {}
         self.joined: set[str] = set()
         self.group_locks: dict[str, asyncio.Lock] = {}
         self.request_waits: dict[str, set[LongPollWait]] = {}
@@ -269,13 +273,19 @@ class WaiterHub:
 
     # --- groups: one membership per group per process ---
 
+    def is_joined(self, group: str) -> bool:
+        """Whether `group`'s messages reach this process now (its layer group is joined)."""
+        return pushes.layer_group(group) in self.joined
+
     async def listen(self, group: str, listener: Listener) -> None:
         """Call `listener` with every message sent to `group` from now on (joined when this returns, if the
         layer answers)."""
         self.listeners.setdefault(group, set()).add(listener)
         self.groups_by_kind.setdefault(kind_of(group), set()).add(group)
-        if group not in self.joined:
-            await self.sync_group(group)
+        carrier = pushes.layer_group(group)
+        self.carried.setdefault(carrier, set()).add(group)
+        if carrier not in self.joined:
+            await self.sync_group(carrier)
 
     def unlisten(self, group: str, listener: Listener) -> None:
         listening = self.listeners.get(group)
@@ -285,12 +295,18 @@ class WaiterHub:
         if not listening:
             del self.listeners[group]
             self.groups_by_kind.get(kind_of(group), set()).discard(group)
+            carrier = pushes.layer_group(group)
+            carried = self.carried.get(carrier, set())
+            carried.discard(group)
+            if carried:
+                return
+            self.carried.pop(carrier, None)
             # Later and in the background: the answer is ready, the agent is likely to wait again soon, and the
             # pub/sub layer queues unsubscribes behind one lock per Redis connection.
-            if group in self.lingering:
-                self.lingering[group].cancel()
-            self.lingering[group] = asyncio.get_running_loop().call_later(
-                GROUP_LINGER_SECONDS, self.stop_lingering, group
+            if carrier in self.lingering:
+                self.lingering[carrier].cancel()
+            self.lingering[carrier] = asyncio.get_running_loop().call_later(
+                GROUP_LINGER_SECONDS, self.stop_lingering, carrier
             )
 
     def stop_lingering(self, group: str) -> None:
@@ -298,13 +314,14 @@ class WaiterHub:
         self.spawn(self.sync_group(group))
 
     async def sync_group(self, group: str) -> None:
-        """Make the layer's membership of `group` match whether anyone listens; a failure is retried next round."""
+        """Make the layer's membership of the layer group `group` match whether anyone listens to a group it
+        carries; a failure is retried next round."""
         if self.layer is None:
             return
         lock = self.group_locks.setdefault(group, asyncio.Lock())
         try:
             async with lock:
-                wanted = group in self.listeners
+                wanted = group in self.carried
                 if wanted == (group in self.joined) or self.layer_resting():
                     return  # in step, or to be retried by the next round
                 channel = await self.open_channel()
@@ -316,7 +333,8 @@ class WaiterHub:
                         self.joined.add(group)
                     else:
                         self.joined.discard(group)
-                        self.distrust_group(group)  # its revocations go unheard from now on
+                        for carried in [g for g in self.trusted_by_group if pushes.layer_group(g) == group]:
+                            self.distrust_group(carried)  # its revocations go unheard from now on
                         await change_membership(functools.partial(self.layer.group_discard, group, channel))
                 except Exception as exc:
                     self.layer_failed()
@@ -324,7 +342,7 @@ class WaiterHub:
                         "channel layer unavailable for %s (%s); rechecks stand in", group, type(exc).__name__
                     )
         finally:
-            if group not in self.listeners and not lock.locked():
+            if group not in self.carried and not lock.locked():
                 self.group_locks.pop(group, None)
 
     def layer_resting(self) -> bool:
@@ -345,7 +363,7 @@ class WaiterHub:
             return None
         group = pushes.agent_group(trusted.agent_id)
         age = asyncio.get_running_loop().time() - trusted.confirmed_at
-        if age > KEY_TRUST_SECONDS or group not in self.joined or self.layer_resting():
+        if age > KEY_TRUST_SECONDS or not self.is_joined(group) or self.layer_resting():
             self.distrust(digest)
             return None
         return trusted
@@ -499,8 +517,8 @@ class WaiterHub:
             except Exception:
                 logger.warning("long-poll recheck failed; trying again next round", exc_info=True)
             # The layer was away: join (or leave) now what could not be then.
-            out_of_step = {g for g in self.listeners if g not in self.joined}
-            out_of_step |= {g for g in self.joined if g not in self.listeners and g not in self.lingering}
+            out_of_step = {g for g in self.carried if g not in self.joined}
+            out_of_step |= {g for g in self.joined if g not in self.carried and g not in self.lingering}
             for group in out_of_step:
                 self.spawn(self.sync_group(group))
 

@@ -20,10 +20,11 @@ from django.db.models import (
     QuerySet,
     TextField,
     Value,
+    Window,
     prefetch_related_objects,
 )
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, RowNumber
 
 from elicitation.models import (
     OPEN_STATUSES,
@@ -134,25 +135,82 @@ def agent_events_after(agent_id: int, cursor: int, limit: int = 100) -> list[Age
     return list(AgentEvent.objects.filter(agent_id=agent_id, seq__gt=cursor).order_by("seq")[:limit])
 
 
-def agent_requests_by_id(agent_id: int, request_ids: list[str]) -> dict[str, ElicitationRequest]:
-    """The agent's own requests among `request_ids`; malformed and other agents' ids are simply absent."""
-    valid = []
-    for raw in request_ids:
+# Bound parameters per statement stay far under SQLite's limit (32,766; 999 before 3.32), and PostgreSQL plans a
+# few hundred OR-ed pairs quickly.
+IDS_PER_QUERY = 500
+CURSORS_PER_QUERY = 400
+
+
+def agent_events_after_many(
+    cursors: list[tuple[int, int]], limit: int = 100
+) -> dict[tuple[int, int], list[AgentEvent]]:
+    """`agent_events_after` for many (agent id, cursor) pairs: each pair's first `limit` events past its cursor,
+    in order, in one query per distinct cursor an agent is asked with (one in all, in a reconnect storm)."""
+    rounds: list[dict[int, int]] = []  # each names an agent once, so the window below counts from its cursor
+    for agent_id, cursor in sorted(set(cursors)):
+        free = next((asked for asked in rounds if agent_id not in asked), None)
+        if free is None:
+            rounds.append(free := {})
+        free[agent_id] = cursor
+    found: dict[tuple[int, int], list[AgentEvent]] = {}
+    for whole_round in rounds:
+        pairs = list(whole_round.items())
+        for start in range(0, len(pairs), CURSORS_PER_QUERY):
+            found.update(_events_after_each(dict(pairs[start : start + CURSORS_PER_QUERY]), limit))
+    return found
+
+
+def _events_after_each(asked: dict[int, int], limit: int) -> dict[tuple[int, int], list[AgentEvent]]:
+    """One query: for each agent (named once), its first `limit` events past its cursor."""
+    after = Q()
+    for agent_id, cursor in asked.items():
+        after |= Q(agent_id=agent_id, seq__gt=cursor)
+    rows = (
+        AgentEvent.objects.filter(after)
+        .annotate(place=Window(RowNumber(), partition_by=[F("agent_id")], order_by=F("seq").asc()))
+        .filter(place__lte=limit)
+        .order_by("agent_id", "seq")
+    )
+    found: dict[tuple[int, int], list[AgentEvent]] = {pair: [] for pair in asked.items()}
+    for row in rows:
+        found[(row.agent_id, asked[row.agent_id])].append(row)
+    return found
+
+
+def agents_requests_by_id(asked: list[tuple[int, str]]) -> dict[tuple[int, str], ElicitationRequest]:
+    """Each (agent id, request id) pair whose request is that agent's, in one query per IDS_PER_QUERY ids;
+    malformed and other agents' ids are simply absent."""
+    valid: dict[UUID, str] = {}
+    for _, raw in asked:
         try:
-            valid.append(UUID(str(raw)))
+            valid[UUID(str(raw))] = raw
         except ValueError:
             continue
-    rows = ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").filter(
-        agent_id=agent_id, pk__in=valid
-    )
-    return {str(row.pk): row for row in rows}
+    rows: dict[str, ElicitationRequest] = {}
+    ids = list(valid)
+    for start in range(0, len(ids), IDS_PER_QUERY):
+        chunk = ids[start : start + IDS_PER_QUERY]
+        for row in ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").filter(
+            pk__in=chunk
+        ):
+            rows[valid[row.pk]] = row
+    return {
+        (agent_id, raw): rows[raw]
+        for agent_id, raw in asked
+        if raw in rows and rows[raw].agent_id == agent_id
+    }
 
 
-def closing_events(agent_id: int, request_ids: list[str]) -> dict[str, AgentEvent]:
-    """For each closed request, the outbox event that told the agent so (what a live push carried)."""
+def closing_events(request_ids: list[str]) -> dict[str, AgentEvent]:
+    """For each closed request, the outbox event that told its agent so (what a live push carried)."""
     ids = [UUID(request_id) for request_id in request_ids]
-    rows = AgentEvent.objects.filter(agent_id=agent_id, request_id__in=ids).order_by("seq")
-    return {str(row.request_id): row for row in rows if row.payload.get("status") not in OPEN_STATUSES}
+    found: dict[str, AgentEvent] = {}
+    for start in range(0, len(ids), IDS_PER_QUERY):
+        rows = AgentEvent.objects.filter(request_id__in=ids[start : start + IDS_PER_QUERY]).order_by("seq")
+        found.update(
+            (str(row.request_id), row) for row in rows if row.payload.get("status") not in OPEN_STATUSES
+        )
+    return found
 
 
 def agent_event_head(agent_id: int, key_prefix: str) -> int | None:

@@ -13,14 +13,13 @@ pending|claimed ──agent cancels──▶ withdrawn
 
 import functools
 import hashlib
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, Model, OuterRef, Q, Subquery, Value
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
@@ -29,6 +28,7 @@ from elicitation.models import (
     Action,
     Agent,
     Approval,
+    Channel,
     Draft,
     DraftState,
     ElicitationRequest,
@@ -37,11 +37,22 @@ from elicitation.models import (
     Mode,
     Queue,
     QueuePolicy,
+    ReachRule,
     RequestEvent,
     Status,
 )
-from elicitation.queue import answer_defaults, clock, outbox, quorum, rules, schemas, selectors, signals
-from elicitation.queue.audit import canonical_json, record_event, record_transition
+from elicitation.queue import (
+    answer_defaults,
+    clock,
+    outbox,
+    prebuilt_sql,
+    quorum,
+    rules,
+    schemas,
+    selectors,
+    signals,
+)
+from elicitation.queue.audit import canonical_json, new_event, record_event, record_transition
 from elicitation.queue.errors import (
     AccessDenied,
     IdempotencyConflict,
@@ -178,8 +189,9 @@ def parse_schema_questions(requested_schema: Any, *, allow_sensitive: bool = Fal
 
 @functools.cache
 def _postable_queue_sql(vendor: str) -> str:
-    """SELECT a queue (by slug, among an agent's) with its policy's columns, or NULLs when it has none; built from
-    the models' metadata, so a column another module adds is read too."""
+    """SELECT a queue (by slug, among an agent's) with its policy's columns, or NULLs when it has none, and whether
+    an arrival there reaches anyone beyond the browser (reach rules of tier 0); built from the models' metadata, so
+    a column another module adds is read too."""
     quote = connection.ops.quote_name
     queue, policy = Queue._meta, QueuePolicy._meta
     m2m = Agent._meta.get_field("queues")
@@ -191,6 +203,13 @@ def _postable_queue_sql(vendor: str) -> str:
     columns = [ref(queue.db_table, f.column) for f in queue.concrete_fields]
     columns += [ref(policy.db_table, f.column) for f in policy.concrete_fields]
     queue_pk = ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
+    reach = ReachRule._meta
+    columns.append(
+        f"EXISTS (SELECT 1 FROM {quote(reach.db_table)} "  # noqa: S608 - model metadata only
+        f"WHERE {ref(reach.db_table, reach.get_field('queue').column)} = {queue_pk} "
+        f"AND {ref(reach.db_table, reach.get_field('tier').column)} = 0 "
+        f"AND {ref(reach.db_table, reach.get_field('channel').column)} <> %s)"
+    )
     return (
         f"SELECT {', '.join(columns)} FROM {quote(queue.db_table)} "  # noqa: S608 - model metadata only
         f"INNER JOIN {quote(through)} ON {ref(through, m2m.m2m_reverse_name())} = {queue_pk} "  # type: ignore[attr-defined]
@@ -201,31 +220,23 @@ def _postable_queue_sql(vendor: str) -> str:
     )
 
 
-def _instance_from_row(model: type[Model], row: Sequence[Any]) -> Any:
-    """A row of `model`'s concrete columns (in _meta order) as an instance, through Django's own converters."""
-    values = []
-    for field, value in zip(model._meta.concrete_fields, row, strict=True):
-        column = field.get_col(model._meta.db_table)
-        for converter in [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]:
-            value = converter(value, column, connection)
-        values.append(value)
-    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], values)
-
-
 def postable_queue(agent_id: int, slug: str) -> Queue | None:
     """The queue `slug` if the agent may post to it, with its policy loaded (`queue.policy`, None-safe through
     `rules.queue_policy`): what `agent.queues.filter(slug=…).select_related("policy").first()` returns. Every
     create reads it, and the ORM spent several times longer building that query than the database running it,
-    so its SQL is built once per process."""
+    so its SQL is built once per process. `queue.arrival_reach` says whether an arrival is news for a reach rule
+    (delivery/reach_receivers.py), which every create would otherwise ask in a query of its own."""
     with connection.cursor() as cursor:
-        cursor.execute(_postable_queue_sql(connection.vendor), [agent_id, slug])
+        cursor.execute(_postable_queue_sql(connection.vendor), [Channel.BROWSER.value, agent_id, slug])
         row = cursor.fetchone()
     if row is None:
         return None
+    *row, arrival_reach = row
     split = len(Queue._meta.concrete_fields)
-    queue: Queue = _instance_from_row(Queue, row[:split])
+    queue: Queue = prebuilt_sql.instance_from_row(Queue, row[:split])
+    queue.arrival_reach = bool(arrival_reach)  # type: ignore[attr-defined]
     policy_pk = row[split + QueuePolicy._meta.concrete_fields.index(QueuePolicy._meta.pk)]
-    policy = _instance_from_row(QueuePolicy, row[split:]) if policy_pk is not None else None
+    policy = prebuilt_sql.instance_from_row(QueuePolicy, row[split:]) if policy_pk is not None else None
     # What select_related leaves: the reverse one-to-one cached (None too, so reading it runs no query).
     Queue._meta.get_field("policy").set_cached_value(queue, policy)  # type: ignore[union-attr]
     if policy is not None:
@@ -290,15 +301,21 @@ def create_request(
         deadline=now + timedelta(seconds=seconds),
         policy=decision.request_policy if decision is not None else None,
     )
+    created = new_event(request, "created", actor_agent=agent, to_status=Status.PENDING, prev_hash="")
     try:
-        with transaction.atomic():
-            request.save(force_insert=True)
-            record_event(request, "created", actor_agent=agent, to_status=Status.PENDING, prev_hash="")
-            decided = _apply_intake_decision(request, decision) if decision is not None else None
-            if decided is None:
-                signals.request_created.send(sender=ElicitationRequest, request=request)
-            else:
-                request = decided
+        if decision is None and prebuilt_sql.inserts_in_one_statement() and not connection.in_atomic_block:
+            # The busiest write: the request and its audit row in one statement, atomic on its own, so no BEGIN
+            # and COMMIT round trips. The listeners run after that commit; their pushes leave at once.
+            prebuilt_sql.insert_together(request, created)
+            signals.request_created.send(sender=ElicitationRequest, request=request)
+        else:
+            with transaction.atomic():
+                prebuilt_sql.insert_together(request, created)
+                decided = _apply_intake_decision(request, decision) if decision is not None else None
+                if decided is None:
+                    signals.request_created.send(sender=ElicitationRequest, request=request)
+                else:
+                    request = decided
     except IntegrityError:
         # Lost a race with a concurrent retry carrying the same key: the winner's row is the answer.
         if not idempotency_key:

@@ -3,7 +3,7 @@
 import asyncio
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
 from elicitation.delivery import pushes
 from elicitation.delivery.socket_base import (
@@ -43,7 +43,7 @@ class ReviewerPageConsumer(HardenedJsonConsumer):
 
     async def connect(self) -> None:
         route = self.scope.get("url_route", {}).get("kwargs", {})
-        group = await sync_to_async(reviewer_page_group)(self.scope.get("user"), route)
+        group = await database_sync_to_async(reviewer_page_group)(self.scope.get("user"), route)
         if group is None:
             await self.close(code=4403)
             return

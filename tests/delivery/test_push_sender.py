@@ -223,7 +223,7 @@ def test_an_answers_pushes_are_one_callback_after_commit(
     assert len([c for c in callbacks if isinstance(c, pushes.CommitBatch)]) == 1
     [batch] = sent
     assert [(group, message["type"]) for group, message in batch] == [
-        (pushes.agent_group(request.agent_id), "agent.event"),
+        (pushes.layer_group(pushes.agent_group(request.agent_id)), "agent.event"),
         (pushes.queue_group(request.queue_id), "queue.update"),
         (pushes.request_group(request.pk), "request.update"),
     ]

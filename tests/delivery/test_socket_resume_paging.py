@@ -31,12 +31,12 @@ class PausedSecondPage:
         self.release = threading.Event()
         self.read = agent_socket.events_after
 
-    def __call__(self, agent_id: int, cursor: int) -> list[dict[str, Any]]:
+    def __call__(self, cursors: list[tuple[int, int]]) -> dict[tuple[int, int], list[dict[str, Any]]]:
         self.pages += 1
         if self.pages == 2:
             self.paused.set()
             assert self.release.wait(timeout=10)
-        return self.read(agent_id, cursor)
+        return self.read(cursors)
 
 
 async def wait_for(event: threading.Event) -> None:

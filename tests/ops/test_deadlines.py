@@ -61,7 +61,7 @@ def test_the_agent_socket_group_hears_of_the_expiry_at_once(
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(pushes.agent_group(agent.pk), channel)
+    async_to_sync(layer.group_add)(pushes.layer_group(pushes.agent_group(agent.pk)), channel)
     request = make_request(expires_in=10)
     clock.advance(seconds=11)
 

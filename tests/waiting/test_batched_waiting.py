@@ -197,7 +197,8 @@ async def test_one_push_wakes_every_long_poll_on_its_request_through_one_group_m
     done = await asyncio.wait_for(asyncio.gather(*polls), timeout=10)
 
     assert [(r.status_code, r.json()["status"]) for r in done[:4]] == [(200, "completed")] * 4
-    assert calls == [("group_add", pushes.agent_group(request.agent_id))]  # one membership, the agent's
+    # One membership: the layer group that carries the agent's pushes (its shard).
+    assert calls == [("group_add", pushes.layer_group(pushes.agent_group(request.agent_id)))]
     assert len(first_looks) == 5  # and no database read after the push
     assert rounds == []
 
@@ -213,7 +214,7 @@ async def test_an_agents_successive_long_polls_share_one_membership_left_only_af
     monkeypatch.setattr(waiters, "GROUP_LINGER_SECONDS", 0.5)
     agent, _ = agent_with_key
     calls = layer_calls(monkeypatch, "group_add", "group_discard")
-    group = pushes.agent_group(agent.pk)
+    group = pushes.layer_group(pushes.agent_group(agent.pk))  # the agent's shard carries its pushes
     first_looks = counting_first_looks(monkeypatch, "first_look_at_request")
 
     for turn in range(3):
@@ -226,7 +227,7 @@ async def test_an_agents_successive_long_polls_share_one_membership_left_only_af
     assert calls == [("group_add", group)]  # joined once for three waits, still joined between them
     await until(lambda: ("group_discard", group) in calls, timeout=5)
     assert calls == [("group_add", group), ("group_discard", group)]
-    assert group not in waiters.hub().joined
+    assert not waiters.hub().is_joined(pushes.agent_group(agent.pk))
 
 
 async def test_another_agents_event_or_an_open_status_does_not_end_a_request_wait(
@@ -314,3 +315,52 @@ async def test_a_bad_request_id_in_a_batch_does_not_spoil_the_others(
     )
     assert still_open.still_open == {str(request.pk)}
     assert still_open.heads == {agent.pk: 0}
+
+
+async def test_agents_share_their_shards_memberships_and_a_push_wakes_only_its_own_agent(
+    make_agent: Callable[..., tuple[Agent, str]],
+    queue: Any,
+    answer: Answer,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three agents on two shards: two layer memberships for three agents' waits, and the push for one agent of a
+    shared shard ends its wait and not its shard-mate's."""
+    settings.LONG_POLL_RECHECK_SECONDS = 30  # whatever returns early was woken by the push
+    monkeypatch.setattr(pushes, "AGENT_SHARDS", 2)
+    calls = layer_calls(monkeypatch, "group_add")
+    made = [await database_sync_to_async(make_agent)(f"shard-{n}", queue) for n in range(3)]
+    agents = [agent for agent, _ in made]
+    assert pushes.layer_group(pushes.agent_group(agents[0].pk)) == pushes.layer_group(
+        pushes.agent_group(agents[2].pk)
+    )
+
+    def request_of(agent: Agent) -> ElicitationRequest:
+        from elicitation.queue import transitions
+
+        request, _ = transitions.create_request(
+            agent=agent, queue_slug=queue.slug, message="m", mode="url", url="https://a.example/x"
+        )
+        return request
+
+    requests = [await database_sync_to_async(request_of)(agent) for agent in agents]
+    waits = [
+        asyncio.ensure_future(long_poll.wait_for_request(agent.pk, request.pk, 25))
+        for agent, request in zip(agents, requests, strict=True)
+    ]
+    await until(
+        lambda: len(calls) == 2 and all(waiters.hub().is_joined(pushes.agent_group(a.pk)) for a in agents)
+    )
+    assert sorted(group for _, group in calls) == ["agents.0", "agents.1"]
+
+    await answer(requests[0], "decline")
+    await asyncio.wait_for(waits[0], timeout=10)
+    assert (
+        not waits[2].done() and not waits[1].done()
+    )  # the same push reached the shard-mate's listener: ignored
+
+    for request in requests[1:]:
+        await answer(request, "decline")
+    ended = await asyncio.wait_for(asyncio.gather(*waits[1:]), timeout=10)
+    assert [wait.done.is_set() for wait in ended if wait is not None] == [True, True]
+    assert len(calls) == 2

@@ -112,7 +112,7 @@ async def test_the_trust_ends_when_the_agents_group_is_left_or_it_grows_old(
     _, request = await after_django_answered_once(answer, make_request, key)
     group = pushes.agent_group(agent.pk)
 
-    await until(lambda: group not in waiters.hub().joined)  # nobody waits: after the linger it is left
+    await until(lambda: not waiters.hub().is_joined(group))  # nobody waits: after the linger it is left
     assert waiters.hub().trusted_keys == {}
     reads_before = len(key_reads)
     await poll(key, request)
