@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="sample each server under test with py-spy (bench/results/)"
     )
     parser.add_argument(
+        "--gil",
+        action="store_true",
+        help="with --profile: sample only the thread holding the GIL (where the CPU goes, not the waits)",
+    )
+    parser.add_argument(
         "--render",
         action="store_true",
         help="only rewrite BENCHMARKS.md from bench/results/latest.json and bench/findings.md",
@@ -82,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         began = time.monotonic()
         if args.profile:
             os.environ["BENCH_PROFILE"] = name
+            if args.gil:
+                os.environ["BENCH_PROFILE_GIL"] = "1"
         try:
             report = module.run(harness.Context(progress=progress, quick=args.quick))
         except Exception as exc:  # one broken benchmark must not lose the others' figures

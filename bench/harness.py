@@ -235,6 +235,7 @@ class Server:
                 "-o",
                 str(out),
                 "--nonblocking",
+                *(["--gil"] if os.environ.get("BENCH_PROFILE_GIL") else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
