@@ -174,6 +174,7 @@ def run(ctx: Context) -> Report:
     )
     report.details = {
         "websocket": summary_ms(ws),
+        "websocket_slowest": result["ws_slowest"],
         "long_poll": summary_ms(lp),
         "redis_hop": summary_ms(hop),
         "answer_http_errors": result["answer_errors"],
@@ -313,6 +314,15 @@ async def measure(
         rate = len(committed) / (time.monotonic() - started)
         await asyncio.sleep(2)  # frames still in flight
         ws = [received[i] - committed[i] for _, i in ws_ids if i in received and i in committed]
+        # When the slowest were committed (CLOCK_MONOTONIC, as the servers' BENCH_GC_LOG lines), to line them up.
+        slowest = sorted(
+            (
+                (received[i] - committed[i], committed[i])
+                for _, i in ws_ids
+                if i in received and i in committed
+            ),
+            reverse=True,
+        )[:10]
         ws_missing = sum(1 for _, i in ws_ids if i in committed and i not in received)
         for reader in readers:
             reader.cancel()
@@ -370,6 +380,7 @@ async def measure(
     hop = await redis_hop(server.env["REDIS_URL"], len(ws_ids))
     return {
         "ws": ws,
+        "ws_slowest": [f"{latency * 1000:.0f} ms at {at:.3f}" for latency, at in slowest],
         "lp": lp,
         "hop": hop,
         "ws_missing": ws_missing,

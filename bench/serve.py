@@ -1,17 +1,44 @@
 """Start a server under test with its file-descriptor limit raised: `python -m bench.serve daphne|uvicorn ARGS`.
 
 Thousands of idle sockets need thousands of descriptors; the soft limit is raised in-process (setrlimit) so
-the bench works the same whether or not the calling shell ran `ulimit -n`.
+the bench works the same whether or not the calling shell ran `ulimit -n`. With BENCH_GC_LOG=1 each full
+garbage collection's pause is written to the server's log, with the monotonic time it ended, to line up with
+latency tails.
 """
 
+import gc
+import os
 import sys
+import time
+from typing import Any
 
 from bench.harness import raise_fd_limit
+
+
+def log_full_collections() -> None:
+    started: list[float] = []
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            pause_ms = (time.perf_counter() - started[0]) * 1000
+            print(
+                f"gc: full collection at {time.monotonic():.3f}: {pause_ms:.0f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    gc.callbacks.append(callback)
 
 
 def main() -> None:
     server, args = sys.argv[1], sys.argv[2:]
     raise_fd_limit()
+    if os.environ.get("BENCH_GC_LOG") == "1":
+        log_full_collections()
     sys.argv = [server, *args]
     if server == "daphne":
         from daphne.cli import CommandLineInterface

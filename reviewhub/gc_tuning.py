@@ -19,6 +19,7 @@ collection walk the sockets' objects not yet promoted (0.2 s and 1 s pauses, mea
 """
 
 import gc
+import sys
 
 from django.conf import settings
 
@@ -27,3 +28,4 @@ def tune_for_latency() -> None:
     gc.collect()  # what loading left behind, before the rest is frozen
     gc.freeze()
     gc.set_threshold(*settings.GC_THRESHOLDS)
+    sys.setswitchinterval(settings.GIL_SWITCH_INTERVAL_MICROSECONDS / 1_000_000)
