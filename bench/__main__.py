@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-from bench import harness
+from bench import harness, serve
 
 BENCHMARKS = {
     "intake": "bench.intake",
@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.monotonic()
     reports: list[harness.Report] = []
+    if os.environ.get("BENCH_GC_LOG") in ("1", "types"):
+        serve.log_full_collections()  # the load generator's own pauses delay what it measures
     results_file = harness.RESULTS / ("quick.json" if args.quick else "latest.json")
     path = results_file
     for name in names:

@@ -7,6 +7,7 @@ inserts where it needs many), measures the figure and its same-run baseline, and
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import platform
 import resource
@@ -259,6 +260,47 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# --- client processes ----------------------------------------------------------------------------------------
+
+
+class ClientProcess:
+    """Part of the load in a client process of its own (spawned `target(*args, pipe)`), so that the process that
+    measures neither runs out of descriptors nor reads its frames late behind thousands of others (and their
+    garbage collections). Talks over a pipe: the child sends `(kind, value)` replies to one-word commands."""
+
+    def __init__(self, target: Callable[..., None], *args: Any) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.pipe, child = context.Pipe()
+        self.process = context.Process(target=target, args=(*args, child), daemon=True)
+        self.process.start()
+
+    async def reply(self, kind: str, timeout: float) -> Any:
+        """The child's next `(kind, value)`; a late answer of another kind (an opening that outran its limit) is
+        passed over."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not await asyncio.to_thread(self.pipe.poll, max(0.0, deadline - time.monotonic())):
+                raise TimeoutError
+            got, value = self.pipe.recv()
+            if got == kind:
+                return value
+
+    async def ask(self, command: str, timeout: float = 60) -> Any:
+        self.pipe.send(command)
+        return await self.reply(command, timeout)
+
+    async def stop(self, timeout: float = 60) -> Any:
+        """The child's answer to `stop` (None if it gave none), then the child is gone."""
+        try:
+            answer = await self.ask("stop", timeout)
+        except (TimeoutError, OSError):
+            answer = None
+        self.process.join(10)
+        if self.process.is_alive():
+            self.process.kill()
+        return answer
 
 
 # --- a lean HTTP client ---------------------------------------------------------------------------------------

@@ -71,4 +71,4 @@ async def run_pollers(host: str, port: int, polls: list[tuple[str, str]], pipe: 
     for poller in pollers:
         poller.close()
     await asyncio.gather(*tasks, return_exceptions=True)
-    pipe.send(("outcomes", dict(outcomes)))
+    pipe.send(("stop", dict(outcomes)))

@@ -12,6 +12,7 @@ same run, same rate.
 """
 
 import asyncio
+import gc
 import json
 import time
 from collections import Counter
@@ -19,10 +20,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
-import websockets
 
-from bench import fixtures
+from bench import fixtures, idle_sockets
 from bench.harness import (
+    ClientProcess,
     Context,
     Figure,
     KeepAliveHttp,
@@ -31,6 +32,7 @@ from bench.harness import (
     paced,
     percentile,
     raise_fd_limit,
+    rss_kib,
     summary_ms,
 )
 
@@ -67,6 +69,8 @@ def run(ctx: Context) -> Report:
             result = asyncio.run(
                 measure(ctx, sockets, answers.base_url, idle_agents, waiting, reviewer.id, ws_ids, lp_ids)
             )
+            # What GC_THRESHOLDS costs in memory: whatever only a full collection frees is still held here.
+            rss_mib = {"sockets": rss_kib(sockets.pid) // 1024, "answers": rss_kib(answers.pid) // 1024}
         # One process doing both: its answering work and the pushes share one event loop and one GIL.
         ws_ids = claimed_requests(queue, waiting, reviewer.id, ws_count)
         lp_ids = claimed_requests(queue, waiting, reviewer.id, lp_count)
@@ -177,6 +181,7 @@ def run(ctx: Context) -> Report:
         "websocket_slowest": result["ws_slowest"],
         "long_poll": summary_ms(lp),
         "redis_hop": summary_ms(hop),
+        "server_rss_mib_after_the_run": rss_mib,
         "answer_http_errors": result["answer_errors"],
         "ws_missing": result["ws_missing"],
         "lp_missing": result["lp_missing"],
@@ -219,16 +224,6 @@ def claimed_requests(
     return found
 
 
-async def open_socket(url: str, key: str) -> Any:
-    socket = await websockets.connect(
-        url, additional_headers={"Authorization": f"Bearer {key}"}, open_timeout=30, max_queue=None
-    )
-    hello = json.loads(await asyncio.wait_for(socket.recv(), 30))
-    if hello.get("type") != "hello":
-        raise RuntimeError(f"unexpected first frame {hello}")
-    return socket
-
-
 async def measure(
     ctx: Context,
     server: Server,
@@ -240,19 +235,35 @@ async def measure(
     lp_ids: list[tuple[int, str]],
 ) -> dict[str, Any]:
     url = server.ws_url + "/ws/agent/"
-    ctx.progress.start(f"opening {len(idle_agents)} idle agent sockets", len(idle_agents))
-    gate = asyncio.Semaphore(32)
-    idle_sockets: list[Any] = []
+    ctx.progress.start(f"opening {len(idle_agents)} idle agent sockets (in a client process of their own)")
+    holder = ClientProcess(idle_sockets.hold_forever, url, [agent.key for agent in idle_agents])
+    try:
+        await holder.reply("opened", 600)
+        return await measure_beside_idle(
+            ctx, server, answers_url, waiting, reviewer_id, ws_ids, lp_ids, holder
+        )
+    finally:
+        ctx.progress.start("closing sockets")
+        await holder.stop()
 
-    async def open_idle(agent: fixtures.Credential) -> None:
-        async with gate:
-            idle_sockets.append(await open_socket(url, agent.key))
-            ctx.progress.update(len(idle_sockets))
 
-    await asyncio.gather(*(open_idle(a) for a in idle_agents), return_exceptions=True)
-
+async def measure_beside_idle(
+    ctx: Context,
+    server: Server,
+    answers_url: str,
+    waiting: list[fixtures.Credential],
+    reviewer_id: int,
+    ws_ids: list[tuple[int, str]],
+    lp_ids: list[tuple[int, str]],
+    holder: ClientProcess,
+) -> dict[str, Any]:
+    # Everything this process loaded so far lives until it exits: frozen, so that its own full collections (a
+    # pause in reading the frames being timed) walk only what the measuring makes.
+    gc.collect()
+    gc.freeze()
+    url = server.ws_url + "/ws/agent/"
     received: dict[str, float] = {}
-    sockets = [await open_socket(url, agent.key) for agent in waiting]
+    sockets = [await idle_sockets.open_socket(url, agent.key) for agent in waiting]
 
     async def read(socket: Any) -> None:
         async for frame in socket:
@@ -372,9 +383,8 @@ async def measure(
         answers.close()
         client.close()
 
-    idle_open = sum(1 for s in idle_sockets if s.state.name == "OPEN")
-    ctx.progress.start("closing sockets")
-    await asyncio.gather(*(s.close() for s in idle_sockets + sockets), return_exceptions=True)
+    idle_open = int(await holder.ask("count"))
+    await asyncio.gather(*(s.close() for s in sockets), return_exceptions=True)
 
     ctx.progress.start("bare Redis hop baseline")
     hop = await redis_hop(server.env["REDIS_URL"], len(ws_ids))

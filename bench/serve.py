@@ -10,6 +10,7 @@ import gc
 import os
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from bench.harness import raise_fd_limit
@@ -17,6 +18,7 @@ from bench.harness import raise_fd_limit
 
 def log_full_collections() -> None:
     started: list[float] = []
+    previous: Counter[str] = Counter()
 
     def callback(phase: str, info: dict[str, Any]) -> None:
         if info["generation"] != 2:
@@ -30,6 +32,12 @@ def log_full_collections() -> None:
                 file=sys.stderr,
                 flush=True,
             )
+            if os.environ.get("BENCH_GC_LOG") == "types":
+                counts = Counter(type(o).__name__ for o in gc.get_objects())
+                grown = (counts - previous).most_common(12)
+                previous.clear()
+                previous.update(counts)
+                print(f"gc: grown since the last: {grown}", file=sys.stderr, flush=True)
 
     gc.callbacks.append(callback)
 
@@ -37,7 +45,7 @@ def log_full_collections() -> None:
 def main() -> None:
     server, args = sys.argv[1], sys.argv[2:]
     raise_fd_limit()
-    if os.environ.get("BENCH_GC_LOG") == "1":
+    if os.environ.get("BENCH_GC_LOG") in ("1", "types"):
         log_full_collections()
     sys.argv = [server, *args]
     if server == "daphne":

@@ -16,7 +16,6 @@ Backends flush their counters at most once a second while busy (10 s when idle),
 import asyncio
 import contextlib
 import json
-import multiprocessing
 import time
 from collections import Counter
 from typing import Any
@@ -27,6 +26,7 @@ import websockets
 
 from bench import fixtures, long_pollers
 from bench.harness import (
+    ClientProcess,
     Context,
     Figure,
     Report,
@@ -142,46 +142,22 @@ def run(ctx: Context) -> Report:
     return report
 
 
-class PollerProcess:
-    """The long-polls in a client process of their own (`poll_forever`), so that neither client process needs
-    more descriptors than the machine allows one. Talks over a pipe: opened, still polling, stop."""
+class PollerProcess(ClientProcess):
+    """The long-polls in a client process of their own (`long_pollers.poll_forever`), so that neither client
+    process needs more descriptors than the machine allows one: opened, still polling, stop."""
 
     def __init__(self, host: str, port: int, polls: list[tuple[str, str]]) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.pipe, child = context.Pipe()
-        self.process = context.Process(
-            target=long_pollers.poll_forever, args=(host, port, polls, child), daemon=True
-        )
-        self.process.start()
-
-    async def reply(self, kind: str, timeout: float) -> Any:
-        """The child's next `(kind, value)`; a late answer of another kind (an opening that outran its limit) is
-        passed over."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if not await asyncio.to_thread(self.pipe.poll, max(0.0, deadline - time.monotonic())):
-                raise TimeoutError
-            got, value = self.pipe.recv()
-            if got == kind:
-                return value
+        super().__init__(long_pollers.poll_forever, host, port, polls)
 
     async def wait_opened(self, timeout: float) -> int:
         return int(await self.reply("opened", timeout))
 
     async def still_polling(self) -> int:
-        self.pipe.send("count")
-        return int(await self.reply("count", 60))
+        return int(await self.ask("count"))
 
-    async def stop(self) -> Counter[str]:
-        try:
-            self.pipe.send("stop")
-            outcomes: Counter[str] = Counter(await self.reply("outcomes", 60))
-        except (TimeoutError, OSError):
-            outcomes = Counter({"poller process did not stop": 1})
-        self.process.join(10)
-        if self.process.is_alive():
-            self.process.kill()
-        return outcomes
+    async def stop(self, timeout: float = 60) -> Counter[str]:  # type: ignore[override]
+        outcomes = await super().stop(timeout)
+        return Counter(outcomes) if outcomes is not None else Counter({"poller process did not stop": 1})
 
 
 def database_counters() -> tuple[int, int]:
