@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
 	@echo "ReviewHub on http://$(HOST):$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
-	DEBUG=$${DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) reviewhub.asgi:application
+	DEBUG=$${DEBUG:-true} $(BIN)/python -m reviewhub.serve -b $(HOST) -p $(PORT) reviewhub.asgi:application
 
 # Browser tests drive Debian's Chromium; install it when we can (root with apt), otherwise say so loudly.
 browser:

@@ -3,7 +3,7 @@
 Thousands of idle sockets need thousands of descriptors; the soft limit is raised in-process (setrlimit) so
 the bench works the same whether or not the calling shell ran `ulimit -n`. With BENCH_GC_LOG=1 each full
 garbage collection's pause is written to the server's log, with the monotonic time it ended, to line up with
-latency tails.
+latency tails, and so is each of daphne's walks over its connections that held the event loop 5 ms or more.
 """
 
 import gc
@@ -42,16 +42,42 @@ def log_full_collections() -> None:
     gc.callbacks.append(callback)
 
 
+def log_slow_connection_walks() -> None:
+    """daphne walks all of its connections every second (`application_checker`); its timeout walk, which also
+    sends the pings due, runs a tenth of them every 0.2 s (reviewhub/serve.py): each walk that held the event loop
+    5 ms or more."""
+    from reviewhub.serve import SpreadServer
+
+    for name in ("application_checker", "timeout_checker"):
+        walk = getattr(SpreadServer, name)
+
+        def timed(self: Any, walk: Any = walk, name: str = name) -> None:
+            began = time.perf_counter()
+            walk(self)
+            held_ms = (time.perf_counter() - began) * 1000
+            if held_ms >= 5:
+                print(
+                    f"daphne: {name} at {time.monotonic():.3f} held the loop {held_ms:.0f} ms "
+                    f"({len(self.connections)} connections)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+        setattr(SpreadServer, name, timed)
+
+
 def main() -> None:
     server, args = sys.argv[1], sys.argv[2:]
     raise_fd_limit()
     if os.environ.get("BENCH_GC_LOG") in ("1", "types"):
         log_full_collections()
+        if server == "daphne":
+            log_slow_connection_walks()
     sys.argv = [server, *args]
-    if server == "daphne":
-        from daphne.cli import CommandLineInterface
+    if server == "daphne":  # as deployed: daphne through reviewhub/serve.py
+        from reviewhub.serve import ReviewHubCommandLine
 
-        CommandLineInterface.entrypoint()
+        ReviewHubCommandLine.entrypoint()
     elif server == "uvicorn":
         import uvicorn
 

@@ -119,20 +119,13 @@ def test_bad_gc_thresholds_stop_startup(raw: str) -> None:
 def test_a_server_process_freezes_what_it_loaded_and_collects_young_objects_less_often() -> None:
     """Importing the ASGI application (what daphne does) tunes the collector: gc_tuning.py says why."""
     code = (
-        "import gc, sys; from reviewhub.settings import GC_THRESHOLDS; before = gc.get_freeze_count(); "
-        "import reviewhub.asgi; print(before, gc.get_freeze_count(), gc.get_threshold() == GC_THRESHOLDS, "
-        "sys.getswitchinterval())"
+        "import gc; from reviewhub.settings import GC_THRESHOLDS; before = gc.get_freeze_count(); "
+        "import reviewhub.asgi; print(before, gc.get_freeze_count(), gc.get_threshold() == GC_THRESHOLDS)"
     )
-    unset = {"DATABASE_URL", "REDIS_URL", "GC_THRESHOLDS", "GIL_SWITCH_INTERVAL_MICROSECONDS"}
-    clean = {k: v for k, v in os.environ.items() if k not in unset}
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "GC_THRESHOLDS"}}
     result = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**clean, "GIL_SWITCH_INTERVAL_MICROSECONDS": "700"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [sys.executable, "-c", code], env=clean, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-    before, frozen, tuned, switch_interval = result.stdout.split()
-    assert (int(before), tuned, float(switch_interval)) == (0, "True", 0.0007)
+    before, frozen, tuned = result.stdout.split()
+    assert (int(before), tuned) == (0, "True")
     assert int(frozen) > 100_000  # Django, the app and its libraries: never walked again

@@ -81,7 +81,7 @@ def _asgi_server(django_db_setup: None) -> Iterator[str]:
             [
                 sys.executable,
                 "-m",
-                "daphne",
+                "reviewhub.serve",
                 "-b",
                 "127.0.0.1",
                 "-p",

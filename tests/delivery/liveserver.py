@@ -37,10 +37,14 @@ def test_database_env() -> dict[str, str]:
 
 
 class LiveServer:
-    """One daphne process. `start()` waits until it answers; `stop()` always reaps it."""
+    """One daphne process, as deployed (reviewhub/serve.py), with extra command-line `args` if given. `start()` waits
+    until it answers; `stop()` always reaps it."""
 
-    def __init__(self, env: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str] | None = None, port: int | None = None, args: list[str] | None = None
+    ) -> None:
         self.port = port or free_port()
+        self.args = args or []
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "reviewhub.settings",
@@ -68,8 +72,8 @@ class LiveServer:
 
     def launch(self) -> "LiveServer":
         """Spawn the process without waiting: start several, then wait for each (startup is slow under load)."""
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
-        command.append("reviewhub.asgi:application")
+        command = [sys.executable, "-m", "reviewhub.serve", "-b", "127.0.0.1", "-p", str(self.port)]
+        command += [*self.args, "reviewhub.asgi:application"]
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen(
                 command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT

@@ -95,7 +95,7 @@ class Process:
 class Daphne(Process):
     def __init__(self, **env: str) -> None:
         self.port = free_port()
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        command = [sys.executable, "-m", "reviewhub.serve", "-b", "127.0.0.1", "-p", str(self.port)]
         super().__init__([*command, "reviewhub.asgi:application"], base_env(**env), "daphne")
 
     @property

@@ -68,7 +68,7 @@ class LiveReviewHub:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 120) -> "LiveReviewHub":
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        command = [sys.executable, "-m", "reviewhub.serve", "-b", "127.0.0.1", "-p", str(self.port)]
         self.process = subprocess.Popen(
             [*command, "reviewhub.asgi:application"],
             cwd=REPO,
