@@ -198,7 +198,8 @@ def run(ctx: Context) -> Report:
     report.notes.append(
         f"{len(ws_ids)} answers pushed over WebSocket and {len(lp_ids)} over long-poll at {RATE:.0f}/s "
         f"(achieved {result['rate']:.0f}/s) with {result['idle_open']:,} idle agent sockets open; "
-        f"20 waiting agents; at most {IN_FLIGHT} answers in flight; clients in one asyncio process. Target rows: "
+        f"20 waiting agents; at most {IN_FLIGHT} answers in flight; the idle sockets in a client process of their "
+        "own, the rest in one asyncio process. Target rows: "
         "answers committed by one daphne process, sockets and long-polls held by another (a deployment with "
         "more than one web process; the push crosses Redis). 'One process' rows: the same run again with a "
         "single daphne process doing both, whose answering work delays its own pushes."
