@@ -325,16 +325,12 @@ async def measure_beside_idle(
         await paced(len(ws_ids), RATE, answer_ws, max_seconds=len(ws_ids) / RATE + 5)
         rate = len(committed) / (time.monotonic() - started)
         await asyncio.sleep(2)  # frames still in flight
-        ws = [received[i] - committed[i] for _, i in ws_ids if i in received and i in committed]
+        timed = [
+            (received[i] - committed[i], committed[i]) for _, i in ws_ids if i in received and i in committed
+        ]
+        ws = [latency for latency, _ in timed]
         # When the slowest were committed (CLOCK_MONOTONIC, as the servers' BENCH_GC_LOG lines), to line them up.
-        slowest = sorted(
-            (
-                (received[i] - committed[i], committed[i])
-                for _, i in ws_ids
-                if i in received and i in committed
-            ),
-            reverse=True,
-        )[:10]
+        slowest = sorted(timed, reverse=True)[:10]
         ws_missing = sum(1 for _, i in ws_ids if i in committed and i not in received)
         for reader in readers:
             reader.cancel()
