@@ -46,6 +46,7 @@ def log_slow_connection_walks() -> None:
     """daphne walks all of its connections every second (`application_checker`); its timeout walk, which also
     sends the pings due, runs a tenth of them every 0.2 s (reviewhub/serve.py): each walk that held the event loop
     5 ms or more."""
+    # Imported here: importing daphne installs Twisted's reactor, and the load generator imports this module too.
     from reviewhub.serve import SpreadServer
 
     for name in ("application_checker", "timeout_checker"):

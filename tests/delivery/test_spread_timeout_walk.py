@@ -107,5 +107,6 @@ def test_the_served_walk_reaches_every_socket_at_daphnes_pace(
         return list(await asyncio.gather(*(seconds_until_closed() for _ in range(12))))
 
     lifetimes = asyncio.run(several())
-    # Timed out at 2 s by age, found by the walk within one 2 s round of that: never left open past it.
-    assert all(1.5 <= lifetime <= 4.0 + 1.0 for lifetime in lifetimes), lifetimes
+    # Timed out at 2 s by age, found within at most two rounds (4 s) of opening, plus 1 s of slack for a loaded
+    # machine: never left open past that.
+    assert all(1.5 <= lifetime <= 5.0 for lifetime in lifetimes), lifetimes
