@@ -94,19 +94,22 @@ def test_the_served_walk_reaches_every_socket_at_daphnes_pace(
     _, key = agent_with_key
     url = short_lived_sockets_server.ws_url + "/ws/agent/"
 
-    async def seconds_until_closed() -> float:
+    async def seconds_until_closed() -> tuple[float, float]:
+        """(seconds from asking to connect, seconds from the hello) until the server closed the socket."""
+        asked = time.monotonic()
         async with connect(url, additional_headers={"Authorization": f"Bearer {key}"}, open_timeout=30) as ws:
             assert json.loads(await asyncio.wait_for(ws.recv(), 30))["type"] == "hello"
-            opened = time.monotonic()
+            greeted = time.monotonic()
             with pytest.raises(ConnectionClosed):
                 while True:
                     await asyncio.wait_for(ws.recv(), 10)
-            return time.monotonic() - opened
+            return time.monotonic() - asked, time.monotonic() - greeted
 
-    async def several() -> list[float]:
+    async def several() -> list[tuple[float, float]]:
         return list(await asyncio.gather(*(seconds_until_closed() for _ in range(12))))
 
     lifetimes = asyncio.run(several())
-    # Timed out at 2 s by age, found within at most two rounds (4 s) of opening, plus 1 s of slack for a loaded
-    # machine: never left open past that.
-    assert all(1.5 <= lifetime <= 5.0 for lifetime in lifetimes), lifetimes
+    # daphne counts a socket's age from its connection, which a loaded machine makes before the hello by up to a
+    # second or so: never closed before 2 s from asking (0.1 s for daphne's wall clock against this monotonic one),
+    # and found within at most two rounds (4 s) of opening, plus 1 s of slack: never left open past that.
+    assert all(since_asked >= 1.9 and since_hello <= 5.0 for since_asked, since_hello in lifetimes), lifetimes
