@@ -4,6 +4,7 @@ and rewrite Slack messages once a request closes or moves. Each only queues a ta
 import functools
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from elicitation.delivery import reach_tasks
@@ -50,7 +51,9 @@ def on_request_created(sender: Any, request: ElicitationRequest, **kwargs: Any) 
 def on_request_changed(sender: Any, request: ElicitationRequest, kind: str, **kwargs: Any) -> None:
     if kind not in CLOSING_KINDS:
         return
-    if Notice.objects.filter(request_id=request.pk, channel=Channel.SLACK).exclude(slack_ts="").exists():
+    # Without a bot token no Slack message can be rewritten, and every answer would pay a query to find that out.
+    posted = Notice.objects.filter(request_id=request.pk, channel=Channel.SLACK).exclude(slack_ts="")
+    if settings.SLACK_BOT_TOKEN and posted.exists():
         request_id = str(request.pk)
         transaction.on_commit(
             lambda: reach_tasks.enqueue(reach_tasks.update_slack_messages, request_id), robust=True

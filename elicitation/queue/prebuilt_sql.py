@@ -1,17 +1,17 @@
-"""Statements of the intake path built once per process from the models' metadata.
+"""Statements of the hot paths built once per process from the models' metadata.
 
-Every create inserts a request and its audit row, and every agent call reads its key's row: the ORM spent longer
-building those statements than the database running them. The SQL is the ORM's (the columns come from `_meta`,
-so a column another migration adds is written and read too) and values still go through each field's own
-preparation and converters.
+Every create inserts a request and its audit row, every agent call reads its key's row, and every transition locks
+its request with its queue, agent and holder: the ORM spent longer building those statements than the database
+running them. The SQL is the ORM's (the columns come from `_meta`, so a column another migration adds is written
+and read too) and values still go through each field's own preparation and converters.
 """
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from django.db import connection
-from django.db.models import Field, Model
+from django.db.models import Field, ForeignKey, Model
 
 
 def _returns_pk(model: type[Model]) -> bool:
@@ -131,3 +131,68 @@ def get_by(model: type[Model], column: str, value: Any) -> Any:
         cursor.execute(_select_by_sql(model, column, connection.vendor), [value])
         row = cursor.fetchone()
     return None if row is None else instance_from_row(model, row)
+
+
+@functools.cache  # every get_with_related walks them
+def _foreign_keys(model: type[Model], names: tuple[str, ...]) -> "tuple[ForeignKey[Any, Any], ...]":
+    return tuple(cast("ForeignKey[Any, Any]", model._meta.get_field(name)) for name in names)
+
+
+@functools.cache
+def _with_related_sql(
+    model: type[Model], relations: tuple[str, ...], extra_columns: tuple[str, ...], lock: bool, vendor: str
+) -> str:
+    """`SELECT` a row by key with the rows its `relations` (foreign keys) point to, then `extra_columns`; a
+    nullable key is a LEFT JOIN, as select_related makes it. `lock` adds the row lock on `model`'s row only."""
+    quote, meta = connection.ops.quote_name, model._meta
+
+    def ref(table: str, column: str) -> str:
+        return f"{quote(table)}.{quote(column)}"
+
+    columns = [ref(meta.db_table, str(field.column)) for field in meta.concrete_fields]
+    joins, tables = [], [meta.db_table]
+    for key in _foreign_keys(model, relations):
+        related = key.related_model._meta
+        columns += [ref(related.db_table, str(column.column)) for column in related.concrete_fields]
+        join = "LEFT OUTER JOIN" if key.null else "INNER JOIN"
+        target = ref(related.db_table, str(key.target_field.column))
+        joins.append(f"{join} {quote(related.db_table)} ON {target} = {ref(meta.db_table, str(key.column))}")
+        tables.append(related.db_table)
+    if len(set(tables)) != len(tables):
+        raise ValueError("each relation must join a table of its own (no aliases here)")
+    sql = (
+        f"SELECT {', '.join([*columns, *extra_columns])} FROM {quote(meta.db_table)} "  # noqa: S608 - metadata only
+        f"{' '.join(joins)} WHERE {ref(meta.db_table, str(meta.pk.column))} = %s"  # type: ignore[union-attr]
+    )
+    if lock and connection.features.has_select_for_update:
+        of = (quote(meta.db_table),) if connection.features.has_select_for_update_of else ()
+        sql += " " + connection.ops.for_update_sql(of=of)
+    return sql
+
+
+def get_with_related(
+    model: type[Model],
+    pk: Any,
+    relations: tuple[str, ...],
+    *,
+    extra_columns: tuple[str, ...] = (),
+    lock: bool = False,
+) -> tuple[Any, list[Any]] | None:
+    """`model.objects.select_related(*relations)[.select_for_update(of=("self",))].filter(pk=pk).first()` and the
+    values of `extra_columns` (SQL over `model`'s table), or None. The related rows are cached on the instance as
+    select_related leaves them (None for a key that is null), so reading them runs no query."""
+    sql = _with_related_sql(model, relations, extra_columns, lock, connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])  # type: ignore[union-attr]
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    start = len(model._meta.concrete_fields)
+    instance = instance_from_row(model, row[:start])
+    for key in _foreign_keys(model, relations):
+        related = key.related_model
+        end = start + len(related._meta.concrete_fields)
+        present = getattr(instance, key.attname) is not None
+        key.set_cached_value(instance, instance_from_row(related, row[start:end]) if present else None)
+        start = end
+    return instance, list(row[start:])

@@ -19,7 +19,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
@@ -71,22 +71,45 @@ def schema_limits() -> schemas.SchemaLimits:
 # --- the one path ----------------------------------------------------------------------------------------------
 
 
+_WITH_RELATED = ("queue", "agent", "claimed_by")
+
+
 def _reload(request_id: UUID) -> ElicitationRequest:
-    return ElicitationRequest.objects.select_related("queue", "agent", "claimed_by").get(pk=request_id)
+    """The request with its queue, agent and holder (`select_related`), its SQL built once per process: every
+    reviewer action reads it, and the ORM spent longer building the query than the database running it."""
+    found = prebuilt_sql.get_with_related(ElicitationRequest, request_id, _WITH_RELATED)
+    if found is None:
+        raise ElicitationRequest.DoesNotExist("No such request.")
+    return found[0]
+
+
+@functools.cache
+def _audit_head_sql(vendor: str) -> str:
+    """The hash of the request's latest audit row, or '' (a column over the request's table)."""
+    quote, request, event = connection.ops.quote_name, ElicitationRequest._meta, RequestEvent._meta
+    request_pk = f"{quote(request.db_table)}.{quote('id')}"
+    return (
+        f"COALESCE((SELECT {quote('hash')} FROM {quote(event.db_table)} "  # noqa: S608 - metadata only
+        f"WHERE {quote('request_id')} = {request_pk} ORDER BY {quote('id')} DESC LIMIT 1), '')"
+    )
 
 
 def lock_request(request_id: UUID) -> ElicitationRequest | None:
     """The request row, locked until commit (not its queue, agent or holder), read with them and with the
-    hash its next audit row chains to (`audit_head`)."""
-    latest_hash = RequestEvent.objects.filter(request_id=OuterRef("pk")).order_by("-id").values("hash")[:1]
-    return (
-        ElicitationRequest.objects.select_for_update(of=("self",))
-        .select_related("queue", "agent", "claimed_by")
-        # The model declares audit_head (not a column) so that readers type-check; this is where it is set.
-        .annotate(audit_head=Coalesce(Subquery(latest_hash), Value("")))  # type: ignore[no-redef]
-        .filter(pk=request_id)
-        .first()
+    hash its next audit row chains to (`audit_head`). Every transition takes it, so its SQL is built once per
+    process (it was a quarter of the answering process's CPU)."""
+    found = prebuilt_sql.get_with_related(
+        ElicitationRequest,
+        request_id,
+        _WITH_RELATED,
+        extra_columns=(_audit_head_sql(connection.vendor),),
+        lock=True,
     )
+    if found is None:
+        return None
+    request, (audit_head,) = found
+    request.audit_head = audit_head
+    return request
 
 
 def _guarded_update(
