@@ -8,6 +8,10 @@ class ElicitationConfig(AppConfig):
     def ready(self) -> None:
         # The core announces what happened through queue/signals.py; the edges listen. Wired here, once, so
         # the core never imports them.
-        from elicitation.delivery import receivers  # noqa: PLC0415 - models must be loaded before these import
+        # Imported here, not at the top: these modules import the models, which exist only once apps are ready.
+        from elicitation.api import long_poll_answers  # noqa: PLC0415
+        from elicitation.delivery import pushes, receivers  # noqa: PLC0415
 
         receivers.connect()
+        # A closing push carries the API's answer to the request's long-polls (pushes.long_poll_answer).
+        pushes.render_long_poll_answers_with(long_poll_answers.request_body)

@@ -9,12 +9,22 @@ began (or trusted, as one the database confirmed lately: waiters.KEY_TRUST_SECON
 `RequestDetailView.get` does after that: count the call against AGENT_RATE, read the request, render it. Waits
 that ran out together are answered together, with one query. The middleware sends the bodies with the headers
 Django gave the route.
+
+A request closed by a transition is rendered once more where it closed (`request_body`, wired into
+delivery/pushes.py by elicitation/apps.py): its agent.event push carries the body, and a long-poll it wakes answers
+with it, counting the call (`charge_agent_call`), with no read at all.
 """
 
 from elicitation.api import serializers as s
 from elicitation.api.parsers import SafeJSONRenderer
 from elicitation.api.throttling import charge_agent
+from elicitation.models import ElicitationRequest
 from elicitation.queue import access
+
+
+def request_body(request: ElicitationRequest) -> bytes:
+    """The JSON body `GET /api/v1/requests/<id>` answers the request's agent with (the row read with its queue)."""
+    return SafeJSONRenderer().render(s.RequestSerializer(request).data)
 
 
 def request_bodies_after_wait(waits: list[tuple[int, str, str]]) -> list[bytes | None]:
@@ -23,12 +33,11 @@ def request_bodies_after_wait(waits: list[tuple[int, str, str]]) -> list[bytes |
     is gone (404), or the agent is over its rate (429 with Retry-After). One query for all of them; the key is
     re-checked on the row read with each request, and each answer is counted against the agent's rate."""
     found = access.owned_requests([(agent_id, request_id) for agent_id, _, request_id in waits])
-    renderer = SafeJSONRenderer()
     bodies: list[bytes | None] = []
     for agent_id, key_prefix, request_id in waits:
         request = found.get((agent_id, request_id))
         live = request is not None and request.agent.is_active and request.agent.key_prefix == key_prefix
         # Charged only when answered here: otherwise Django's pass counts the call.
         answered = live and charge_agent(agent_id)
-        bodies.append(renderer.render(s.RequestSerializer(request).data) if answered else None)
+        bodies.append(request_body(request) if answered and request is not None else None)
     return bodies

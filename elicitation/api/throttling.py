@@ -16,6 +16,7 @@ import logging
 import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -130,10 +131,22 @@ def current_count(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
     return int(count), max(1, math.ceil(window_start + rate.window_seconds - now))
 
 
-def charge(scope: str, ident: str | None, rate: Rate | None) -> int | None:
-    """Count one call; None if it is within `rate`, else the seconds until the window ends."""
-    if rate is None or ident is None or not cache_breaker.allow():
-        return None
+@dataclass(frozen=True)
+class Charge:
+    """One call counted: `retry_after` is the seconds until the window ends when the call was over the rate (None
+    within it); `left` how many more calls the window allows (infinite without a rate, None when not counted)."""
+
+    retry_after: int | None
+    left: float | None
+    seconds_left: int
+
+
+def charge_call(scope: str, ident: str | None, rate: Rate | None) -> Charge:
+    """Count one call against `rate`."""
+    if rate is None or ident is None:
+        return Charge(None, math.inf, 0)
+    if not cache_breaker.allow():
+        return Charge(None, None, 0)
     try:
         count, seconds_left = count_hit(scope, ident, rate)
     except Exception as exc:  # the cache is down or hung: fail open, loudly, and stop asking for a while
@@ -143,9 +156,14 @@ def charge(scope: str, ident: str | None, rate: Rate | None) -> int | None:
             type(exc).__name__,
             cache_breaker.open_seconds,
         )
-        return None
+        return Charge(None, None, 0)
     cache_breaker.succeeded()
-    return None if count <= rate.limit else seconds_left
+    return Charge(None if count <= rate.limit else seconds_left, max(0, rate.limit - count), seconds_left)
+
+
+def charge(scope: str, ident: str | None, rate: Rate | None) -> int | None:
+    """Count one call; None if it is within `rate`, else the seconds until the window ends."""
+    return charge_call(scope, ident, rate).retry_after
 
 
 class WindowRateThrottle(BaseThrottle):
@@ -193,7 +211,12 @@ class ReviewerRateThrottle(WindowRateThrottle):
 
 def charge_agent(agent_id: int) -> bool:
     """Count one call of the agent's, as AgentRateThrottle does for a view; True if it is within AGENT_RATE."""
-    return charge(AgentRateThrottle.scope, str(agent_id), getattr(settings, "AGENT_RATE", None)) is None
+    return charge_agent_call(agent_id).retry_after is None
+
+
+def charge_agent_call(agent_id: int) -> Charge:
+    """`charge_agent`, saying how many calls the agent's window still allows."""
+    return charge_call(AgentRateThrottle.scope, str(agent_id), getattr(settings, "AGENT_RATE", None))
 
 
 def agent_retry_after(agent_id: int) -> int | None:

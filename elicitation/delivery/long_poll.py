@@ -13,9 +13,10 @@ interval for all of them, on a few shared threads.
 import asyncio
 import hashlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 from uuid import UUID
 
@@ -165,6 +166,51 @@ async def caller_of(scope: Scope) -> Caller | None:
 
 # (agent id, key prefix, request id) for each wait → the JSON body to answer it with, or None to let Django answer.
 AnswerAfterWait = Callable[[list[tuple[int, str, str]]], list[bytes | None]]
+
+
+class CountedCall(Protocol):
+    """One agent call counted against its rate (api/throttling.Charge)."""
+
+    @property
+    def retry_after(self) -> int | None: ...  # over the rate: seconds until the window ends
+
+    @property
+    def left(self) -> float | None: ...  # calls the window still allows; None when it could not be counted
+
+    @property
+    def seconds_left(self) -> int: ...
+
+
+CountAgentCall = Callable[[int], CountedCall]
+
+
+class RateRoom:
+    """How many more calls each agent may make in its rate window, as this process last counted them: while an agent
+    has room, a pushed answer leaves first and is counted just after, instead of waiting for the count's round trip.
+    Half of what the count left is used, so that other processes answering the same agent meanwhile still fit."""
+
+    def __init__(self) -> None:
+        self.room: dict[int, tuple[float, float]] = {}  # agent id → (calls, loop time the window ends)
+
+    def take(self, agent_id: int) -> bool:
+        calls, until = self.room.get(agent_id, (0.0, 0.0))
+        if calls < 1 or asyncio.get_running_loop().time() >= until:
+            self.room.pop(agent_id, None)
+            return False
+        self.room[agent_id] = (calls - 1, until)
+        return True
+
+    def learn(self, agent_id: int, counted: CountedCall) -> None:
+        if counted.retry_after is not None or counted.left is None:
+            self.room.pop(agent_id, None)
+            return
+        # Without a rate (AGENT_RATE unset) the room is endless and never runs out.
+        until = (
+            math.inf if counted.left == math.inf else asyncio.get_running_loop().time() + counted.seconds_left
+        )
+        self.room[agent_id] = (counted.left // 2, until)
+
+
 # Waits that ran out are answered together, at most one read per this many seconds (the answer of a wait that a
 # push or a recheck ended is read at once).
 TIMED_OUT_ANSWER_SPACING = 0.25
@@ -187,10 +233,14 @@ class LongPollMiddleware:
         request_route: str = "api-request",
         feed_route: str = "api-events",
         answer_after_wait: AnswerAfterWait | None = None,
+        count_agent_call: CountAgentCall | None = None,
     ) -> None:
         self.app: ASGIApp = app
         self.routes = {request_route: "request", feed_route: "feed"}
         self.answer_after_wait = answer_after_wait
+        self.count_agent_call = count_agent_call
+        self.rate_room = RateRoom()
+        self.counting: set[asyncio.Task[Any]] = set()  # counts of answers already sent
         self.route_headers: list[tuple[bytes, bytes]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -219,7 +269,7 @@ class LongPollMiddleware:
             if disconnected:
                 return  # the agent gave up: nobody to answer
             if isinstance(ended, waiters.LongPollWait) and self.may_answer(ended, scope, query):
-                body = await self.body_after(ended)
+                body = await self.body_after(ended, caller)
                 hub = waiters.hub()
                 if body is not None:
                     hub.trust_key(caller.digest, caller.agent_id, caller.key_prefix)  # the row confirmed it
@@ -245,11 +295,36 @@ class LongPollMiddleware:
             and any(kind in accept for kind in ("application/json", "*/*", "application/*"))
         )
 
-    async def body_after(self, wait: waiters.LongPollWait) -> bytes | None:
-        """The answer's body: read at once for a wait that was answered, with the other run-out waits otherwise."""
+    async def body_after(self, wait: waiters.LongPollWait, caller: Caller) -> bytes | None:
+        """The answer's body: the one the closing push carried, for the key the wait was asked with; else read at
+        once for a wait that was answered, with the other run-out waits otherwise."""
+        pushed = wait.pushed_answer
+        if (
+            pushed is not None
+            and self.count_agent_call is not None
+            and pushed.get("key_prefix") == caller.key_prefix
+            and isinstance(pushed.get("body"), bytes)
+        ):
+            return pushed["body"] if await self.counted(caller.agent_id) else None
         if wait.done.is_set():
             return (await database_call(self.read_answers)([wait]))[wait]
         return await waiters.hub().spaced(self.read_answers, TIMED_OUT_ANSWER_SPACING).look_up(wait)
+
+    async def counted(self, agent_id: int) -> bool:
+        """Count the answer against the agent's rate: after it is sent while the agent has room (RateRoom), else
+        before, and True if it is within the rate (otherwise Django answers, with its 429)."""
+        if self.rate_room.take(agent_id):
+            counting = asyncio.ensure_future(self.count(agent_id))
+            self.counting.add(counting)
+            counting.add_done_callback(self.counting.discard)
+            return True
+        return await self.count(agent_id)
+
+    async def count(self, agent_id: int) -> bool:
+        assert self.count_agent_call is not None
+        counted = await database_call(self.count_agent_call)(agent_id)
+        self.rate_room.learn(agent_id, counted)
+        return counted.retry_after is None
 
     def read_answers(self, waits: list[waiters.LongPollWait]) -> dict[waiters.LongPollWait, bytes | None]:
         assert self.answer_after_wait is not None

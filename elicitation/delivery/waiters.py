@@ -230,6 +230,7 @@ class LongPollWait:
     key_prefix: str = ""  # of the key the wait was asked with
     done: asyncio.Event = field(default_factory=asyncio.Event)
     key_changed: bool = False  # the agent's key was revoked or rotated meanwhile: Django must answer (401)
+    pushed_answer: dict[str, Any] | None = None  # what the closing push carried (pushes.long_poll_answer)
 
 
 @dataclass
@@ -490,6 +491,7 @@ class WaiterHub:
             if message.get("type") == "agent.revoked":
                 wait.key_changed = True
             elif event_closes(message, request_id):  # the read that would follow could only confirm it
+                wait.pushed_answer = message.get("long_poll_answer")
                 wait.done.set()
 
         # The agent's group, not the request's: one membership for all of an agent's waits (kept a while after,

@@ -3,7 +3,8 @@ api/long_poll_answers.py): the same body and headers as Django's answer, without
 judge (a key revoked meanwhile, a rate exceeded, options only DRF reads) still goes through Django."""
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -59,15 +60,32 @@ async def long_poll_answered_by(
     return await asyncio.wait_for(polling, 10)
 
 
-def revoke_without_push(agent: Agent) -> None:
-    """Revoke the agent's key with its push lost on the way (as in a Redis blip)."""
+@contextlib.contextmanager
+def key_change_push_lost() -> Iterator[None]:
+    """Key changes still commit, but their push never leaves (as in a Redis blip)."""
     signals.agent_key_changed.disconnect(dispatch_uid="delivery.agent_key_changed")
     try:
-        accounts.revoke_agent(agent)
+        yield
     finally:
         signals.agent_key_changed.connect(
             pushes.on_agent_key_changed, dispatch_uid="delivery.agent_key_changed"
         )
+
+
+def revoke_without_push(agent: Agent) -> None:
+    """Revoke the agent's key with its push lost on the way."""
+    with key_change_push_lost():
+        accounts.revoke_agent(agent)
+
+
+def after_key_change(change: Callable[[], object], answer: Answer) -> Answer:
+    """An answer that first changes the agent's key (`change`, run as a reviewer's request would, in a thread)."""
+
+    async def changed_then_answered(request: ElicitationRequest, action: str) -> ElicitationRequest:
+        await database_sync_to_async(change)()
+        return await answer(request, action)
+
+    return changed_then_answered
 
 
 async def after_django_answered_once(
@@ -118,11 +136,9 @@ async def test_a_key_revoked_during_the_wait_is_refused_by_django(
     agent, key = agent_with_key
     _, request = await after_django_answered_once(answer, make_request, key)
 
-    async def revoke_then_answer(request: ElicitationRequest, action: str) -> ElicitationRequest:
-        await database_sync_to_async(accounts.revoke_agent)(agent)
-        return await answer(request, action)
-
-    response = await long_poll_answered_by(revoke_then_answer, request, key)
+    response = await long_poll_answered_by(
+        after_key_change(lambda: accounts.revoke_agent(agent), answer), request, key
+    )
 
     assert response.status_code == 401
     assert "result" not in response.json()
@@ -138,11 +154,9 @@ async def test_a_revocation_whose_push_was_lost_is_still_refused_by_django(
     agent, key = agent_with_key
     _, request = await after_django_answered_once(answer, make_request, key)
 
-    async def revoke_silently_then_answer(request: ElicitationRequest, action: str) -> ElicitationRequest:
-        await database_sync_to_async(revoke_without_push)(agent)
-        return await answer(request, action)
-
-    response = await long_poll_answered_by(revoke_silently_then_answer, request, key)
+    response = await long_poll_answered_by(
+        after_key_change(lambda: revoke_without_push(agent), answer), request, key
+    )
 
     assert response.status_code == 401
     assert django_reads[-1] == str(request.pk)
