@@ -6,8 +6,9 @@ client's side when its process dies (the client then sees 1006, as behind a real
 the client library's own socket (`reviewhub_client.client.AgentSocket`: hello, `resume` from its cursor,
 `subscribe`; after a drop its first reconnect is spread over RECONNECT_SPREAD_SECONDS, then jittered backoff),
 waiting on two claimed requests: one is answered during the run (and then no longer awaited, as `wait()` does),
-the other never, so every agent still waits and reconnects. Answers are committed through the survivor (`bench/respond/<id>`) at a steady
-rate before and during the storm. Then one process is killed with SIGKILL.
+the other never, so every agent still waits and reconnects. Answers are committed through the survivor
+(`bench/respond/<id>`) at a steady rate before and during the storm, from a client process of their own
+(bench/answerers.py). Then one process is killed with SIGKILL.
 
 Rows: time from the kill until each of its agents has resumed (`resumed` frame on its new socket); 5xx answered
 through the proxy or to the answers (counted by the proxy from each response's status line); events lost or
@@ -27,18 +28,20 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
 
 import httpx
 
+from bench import answerers
 from bench.harness import (
     RESULTS,
+    ClientProcess,
     Context,
     Figure,
     Report,
     Server,
     bench_env,
     free_port,
-    paced,
     percentile,
     raise_fd_limit,
     summary_ms,
@@ -148,7 +151,7 @@ def run(ctx: Context) -> Report:
         f"{BEFORE_SECONDS:.0f} s before the kill and until the storm ended (every cut-off agent resumed, or "
         f"{STORM_LIMIT_SECONDS:.0f} s). Resume time = kill -> the agent's `resumed` frame on its new socket. "
         "Lost = outbox events of the answered requests never received; duplicated = a cursor received twice "
-        "by one agent. All clients in one asyncio process."
+        "by one agent. The agents' sockets in one asyncio process, the answers in another (raw keep-alive HTTP)."
     )
     return report
 
@@ -219,43 +222,23 @@ async def measure(
 
     order = [answered for _, answered, _ in waits]
     order.sort()  # a deterministic order unrelated to which process holds the agent
-    committed: dict[str, float] = {}
-    latencies: list[tuple[float, float]] = []  # (committed at, seconds)
-    answer_statuses: Counter[int] = Counter()
-    offered: list[
-        float
-    ] = []  # when each answer was sent: the rate counts only while answers were still offered
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    in_flight = asyncio.Semaphore(IN_FLIGHT)
     killed_at = 0.0
-    storm_over = asyncio.Event()
-
-    async with httpx.AsyncClient(base_url=survivor.base_url, limits=limits, timeout=60) as client:
-
-        async def answer(index: int) -> None:
-            if storm_over.is_set():
-                return
-            request_id = order[index]
-            began = time.monotonic()
-            offered.append(began)
-            async with in_flight:
-                try:
-                    response = await client.post(
-                        f"/bench/respond/{request_id}", headers={"X-Bench-User": str(reviewer_id)}
-                    )
-                except httpx.HTTPError:
-                    answer_statuses[0] += 1
-                    return
-            answer_statuses[response.status_code] += 1
-            if response.status_code == 200:
-                now = time.monotonic()
-                committed[request_id] = now
-                latencies.append((now, now - began))
-
+    # The answers come from a client process of their own (bench/answerers.py): this one runs the agents' sockets,
+    # and when half of them reconnect at once its loop runs late.
+    address = urlsplit(survivor.base_url)
+    answerer = ClientProcess(
+        answerers.answer_until_stopped,
+        address.hostname,
+        address.port,
+        reviewer_id,
+        order,
+        RATE,
+        IN_FLIGHT,
+        BEFORE_SECONDS + STORM_LIMIT_SECONDS,
+    )
+    try:
         ctx.progress.start(f"answering at {RATE:.0f}/s, then kill -9 one process")
-        answering = asyncio.ensure_future(
-            paced(len(order), RATE, answer, max_seconds=BEFORE_SECONDS + STORM_LIMIT_SECONDS)
-        )
+        await answerer.reply("started", 60)
         await asyncio.sleep(BEFORE_SECONDS)
         holding = [s for s in sockets if s.connected]
         killed_at = time.monotonic()
@@ -277,9 +260,12 @@ async def measure(
         storm_ended = time.monotonic()
         # A few seconds more at the same rate, then stop offering answers.
         await asyncio.sleep(2.0)
-        storm_over.set()
-        await answering
-        await asyncio.sleep(3.0)  # frames still in flight reach their sockets
+    finally:
+        answers = await answerer.stop(120) or {"offered": [], "answered": [], "statuses": {}}
+    await asyncio.sleep(3.0)  # frames still in flight reach their sockets
+    offered: list[float] = answers["offered"]  # the rate counts only while answers were still offered
+    latencies: list[tuple[float, float]] = answers["answered"]  # (committed at, seconds)
+    answer_statuses: Counter[int] = Counter(answers["statuses"])
 
     resume_seconds = [
         s.resumed_at[-1] - killed_at for s in cut if s.resumed_at and s.resumed_at[-1] > s.drops[-1]
@@ -315,7 +301,7 @@ async def measure(
         "rate_during": round(len(during) / offering_seconds, 1),
         "answer_p99_before_ms": round(percentile(before, 99) * 1000, 1) if before else float("nan"),
         "answer_p99_during_ms": round(percentile(during, 99) * 1000, 1) if during else float("nan"),
-        "answers_committed": len(committed),
+        "answers_committed": len(latencies),
         "answer_statuses": {str(k): v for k, v in answer_statuses.items()},
         "answer_5xx": sum(n for status, n in answer_statuses.items() if status >= 500),
         "frames": frames,
