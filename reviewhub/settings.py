@@ -208,8 +208,9 @@ if DATABASE_URL:
     # max_connections (BENCHMARKS.md). The pool also bounds connections per process. 0 turns it off.
     DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 20)
     if DB_POOL_MAX_SIZE and not DATABASES["default"].get("CONN_MAX_AGE"):
-        # Each connection handed out is checked; one found dead makes the pool check all of its idle ones at
-        # once (reviewhub/db_pool.py), so after the server drops them all the next request already succeeds.
+        # Each connection handed out is checked (a round trip only if the server spoke to it while idle); one
+        # found dead makes the pool check all of its idle ones at once (reviewhub/db_pool.py), so after the
+        # server drops them all the next request already succeeds.
         from reviewhub import db_pool
 
         db_pool.install()

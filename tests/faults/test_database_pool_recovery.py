@@ -1,14 +1,19 @@
 """After every pooled PostgreSQL connection of a server is dropped at once, the very next requests succeed: each
 connection the pool hands out is checked first (CONN_HEALTH_CHECKS), so dead ones are replaced on the spot
-instead of failing requests one by one; and what cannot be served fails fast with 503 + Retry-After."""
+instead of failing requests one by one; and what cannot be served fails fast with 503 + Retry-After. The check
+costs a round trip only for a connection the server spoke to while it sat idle (reviewhub/db_pool.py)."""
 
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from django.db import connection
 
 from elicitation.models import Queue
+from reviewhub import db_pool
 from tests.faults.processes import Daphne
 from tests.faults.test_database_faults import terminate_server_connections
 
@@ -51,3 +56,61 @@ def test_requests_right_after_every_pooled_connection_is_dropped_succeed(
     print(
         f"\npool recovery: {killed} connections dropped; after it {[(s, round(t, 3)) for s, t, _ in timings]}"
     )
+
+
+@pytest.fixture
+def idle_connection() -> Iterator[psycopg.Connection[Any]]:
+    """A connection to this run's test database, autocommit and idle, as the pool keeps them."""
+    params = connection.get_connection_params()
+    with psycopg.connect(**{**params, "autocommit": True}) as conn:
+        conn.execute("SELECT 1")
+        yield conn
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The connections psycopg's own check (its empty query: one round trip) was run on."""
+    checked: list[object] = []
+    psycopg_check = db_pool.plain_check
+
+    def counted(conn: Any) -> None:
+        checked.append(conn)
+        psycopg_check(conn)
+
+    monkeypatch.setattr(db_pool, "plain_check", counted)
+    return checked
+
+
+def test_a_quiet_idle_connection_is_handed_out_without_a_round_trip(
+    idle_connection: psycopg.Connection[Any], round_trips: list[object]
+) -> None:
+    for _ in range(3):
+        db_pool.check_pooled_connection(idle_connection)
+
+    assert round_trips == []
+    assert idle_connection.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_connection_whose_backend_was_terminated_is_checked_and_refused(
+    idle_connection: psycopg.Connection[Any], round_trips: list[object]
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [idle_connection.info.backend_pid])
+    # The backend ends asynchronously; its FATAL message and close then make the socket readable.
+    deadline = time.monotonic() + 10
+    while not db_pool.server_spoke(idle_connection) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    with pytest.raises(psycopg.OperationalError):
+        db_pool.check_pooled_connection(idle_connection)
+    assert round_trips == [idle_connection]
+
+
+def test_a_closed_connection_is_refused(
+    idle_connection: psycopg.Connection[Any], round_trips: list[object]
+) -> None:
+    idle_connection.close()
+
+    with pytest.raises(psycopg.OperationalError):
+        db_pool.check_pooled_connection(idle_connection)
+    assert round_trips == [idle_connection]
