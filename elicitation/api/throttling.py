@@ -9,6 +9,13 @@ If the cache itself fails (Redis restarting) requests are let through: a rate li
 outage into an API outage. A hung Redis (alive, not answering) would still cost every request a full operation
 timeout before it is let through, so after one failure the limits are not counted at all for a short window
 (`cache_breaker`): during a hang each process pays that timeout once per window, not once per request.
+
+A process takes a window's calls from the shared count a slice at a time (`CallSlices`): one INCRBY reserves the
+next `slice_size(rate)` numbers of the window's count, and the process hands them out itself until they are used,
+so most API calls are counted without a round trip. Slices never overlap, so no more than the limit is ever let
+through; an agent served by P processes may be refused up to (P - 1) x (slice - 1) calls before its limit, when the
+other processes still hold numbers they have not used. Rates under SLICES_PER_WINDOW calls a window are counted
+one call at a time, exactly.
 """
 
 import functools
@@ -76,21 +83,25 @@ class CacheBreaker:
 cache_breaker = CacheBreaker(BREAKER_OPEN_SECONDS)
 
 
-def count_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
-    """Count one request in the current window; returns (requests so far in it, seconds until it ends)."""
+def window(scope: str, ident: str, rate: Rate) -> tuple[str, int]:
+    """The current window's counter key, and the seconds until the window ends."""
     now = clock.now().timestamp()
     window_start = int(now // rate.window_seconds) * rate.window_seconds
     key = f"{KEY_NAMESPACE}:rate:{scope}:{ident}:{window_start}"
-    return _increment(key, rate.window_seconds + 5), max(
-        1, math.ceil(window_start + rate.window_seconds - now)
-    )
+    return key, max(1, math.ceil(window_start + rate.window_seconds - now))
 
 
-# INCR, and the window's expiry on the count's first hit, as one atomic command (EVALSHA): a pipeline of SET NX EX
+def count_hit(scope: str, ident: str, rate: Rate, calls: int = 1) -> tuple[int, int]:
+    """Count `calls` requests in the current window; returns (requests so far in it, seconds until it ends)."""
+    key, seconds_left = window(scope, ident, rate)
+    return _increment(key, rate.window_seconds + 5, calls), seconds_left
+
+
+# INCRBY, and the window's expiry on the count's first hit, as one atomic command (EVALSHA): a pipeline of SET NX EX
 # and INCR cost the client twice the CPU for the same round trip.
 COUNT_HIT_SCRIPT = (
-    "local count = redis.call('INCR', KEYS[1]) "
-    "if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end "
+    "local count = redis.call('INCRBY', KEYS[1], ARGV[2]) "
+    "if count == tonumber(ARGV[2]) then redis.call('EXPIRE', KEYS[1], ARGV[1]) end "
     "return count"
 )
 
@@ -101,8 +112,8 @@ def _count_hit(client: Redis) -> Script:
     return client.register_script(COUNT_HIT_SCRIPT)
 
 
-def _increment(key: str, timeout: int) -> int:
-    """Atomically count one hit under `key`, creating it with `timeout` if it is new."""
+def _increment(key: str, timeout: int, calls: int = 1) -> int:
+    """Atomically count `calls` hits under `key`, creating it with `timeout` if it is new."""
     backend = caches["default"]
     if isinstance(backend, RedisCache):
         # One command instead of Django's three (add; incr = EXISTS + INCRBY): this runs on every API call. The
@@ -113,22 +124,83 @@ def _increment(key: str, timeout: int) -> int:
         url = location.split(",")[0] if isinstance(location, str) else next(iter(location))
         full_key = backend.make_and_validate_key(key)
         client = shared_client(url, **getattr(settings, "REDIS_TIMEOUTS", {}))
-        return int(_count_hit(client)(keys=[full_key], args=[timeout]))
+        return int(_count_hit(client)(keys=[full_key], args=[timeout, calls]))
     # add() is a no-op when the key exists, so concurrent first hits cannot reset each other's count.
     backend.add(key, 0, timeout=timeout)
     try:
-        return int(backend.incr(key))
+        return int(backend.incr(key, calls))
     except ValueError:  # expired between add and incr
-        backend.set(key, 1, timeout=timeout)
-        return 1
+        backend.set(key, calls, timeout=timeout)
+        return calls
+
+
+# A slice is this fraction of a window's limit (at least 1 call): small enough that the calls other processes
+# hold back stay a small part of the limit, large enough that most calls need no round trip.
+SLICES_PER_WINDOW = 64
+
+
+def slice_size(rate: Rate) -> int:
+    return max(1, rate.limit // SLICES_PER_WINDOW)
+
+
+@dataclass
+class Slice:
+    """Numbers `next`…`last` of the window counted under `key`, reserved by this process and not yet handed out."""
+
+    key: str
+    next: int
+    last: int
+
+    @property
+    def unused(self) -> int:
+        return max(0, self.last - self.next + 1)
+
+
+class CallSlices:
+    """This process's slices of each (scope, identity)'s current window (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: dict[tuple[str, str], Slice] = {}
+
+    def number_from_held(self, scope: str, ident: str, rate: Rate) -> tuple[int, int] | None:
+        """This call's number in its window (over the limit: refused) and the seconds until the window ends, from
+        the process's slice; None when the slice is used up (or of an earlier window)."""
+        key, seconds_left = window(scope, ident, rate)
+        with self.lock:
+            held = self.held.get((scope, ident))
+            # Past the limit the window is spent: refusals need no number from the shared count.
+            if held is not None and held.key == key and (held.next <= held.last or held.next > rate.limit):
+                number, held.next = held.next, held.next + 1
+                return number, seconds_left
+        return None
+
+    def reserve(self, scope: str, ident: str, rate: Rate) -> tuple[int, int]:
+        """Reserve the next slice of the shared count (one round trip); its first number is this call's."""
+        size = slice_size(rate)
+        last, seconds_left = count_hit(scope, ident, rate, size)
+        key, _ = window(scope, ident, rate)
+        with self.lock:
+            held = self.held.get((scope, ident))
+            # Of two threads that reserved at once, the later keeps its rest unless the held one has more left.
+            if held is None or held.key != key or held.unused <= size - 1:
+                self.held[(scope, ident)] = Slice(key, last - size + 2, last)
+        return last - size + 1, seconds_left
+
+    def unused(self, scope: str, ident: str, key: str) -> int:
+        with self.lock:
+            held = self.held.get((scope, ident))
+            return held.unused if held is not None and held.key == key else 0
+
+
+call_slices = CallSlices()
 
 
 def current_count(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
-    """Like count_hit, without counting: for checks made before a long wait."""
-    now = clock.now().timestamp()
-    window_start = int(now // rate.window_seconds) * rate.window_seconds
-    count = cache.get(f"{KEY_NAMESPACE}:rate:{scope}:{ident}:{window_start}", 0)
-    return int(count), max(1, math.ceil(window_start + rate.window_seconds - now))
+    """Like count_hit, without counting: the calls made in the window so far, less the numbers this process has
+    reserved and not yet handed out; for checks made before a long wait."""
+    key, seconds_left = window(scope, ident, rate)
+    return int(cache.get(key, 0)) - call_slices.unused(scope, ident, key), seconds_left
 
 
 @dataclass(frozen=True)
@@ -145,19 +217,22 @@ def charge_call(scope: str, ident: str | None, rate: Rate | None) -> Charge:
     """Count one call against `rate`."""
     if rate is None or ident is None:
         return Charge(None, math.inf, 0)
-    if not cache_breaker.allow():
-        return Charge(None, None, 0)
-    try:
-        count, seconds_left = count_hit(scope, ident, rate)
-    except Exception as exc:  # the cache is down or hung: fail open, loudly, and stop asking for a while
-        cache_breaker.failed()
-        logger.warning(
-            "rate limit cache unavailable (%s); requests allowed uncounted for %ss",
-            type(exc).__name__,
-            cache_breaker.open_seconds,
-        )
-        return Charge(None, None, 0)
-    cache_breaker.succeeded()
+    numbered = call_slices.number_from_held(scope, ident, rate)
+    if numbered is None:
+        if not cache_breaker.allow():
+            return Charge(None, None, 0)
+        try:
+            numbered = call_slices.reserve(scope, ident, rate)
+        except Exception as exc:  # the cache is down or hung: fail open, loudly, and stop asking for a while
+            cache_breaker.failed()
+            logger.warning(
+                "rate limit cache unavailable (%s); requests allowed uncounted for %ss",
+                type(exc).__name__,
+                cache_breaker.open_seconds,
+            )
+            return Charge(None, None, 0)
+        cache_breaker.succeeded()
+    count, seconds_left = numbered
     return Charge(None if count <= rate.limit else seconds_left, max(0, rate.limit - count), seconds_left)
 
 

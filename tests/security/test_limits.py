@@ -307,5 +307,9 @@ def test_the_redis_counter_counts_in_one_command_with_the_windows_expiry() -> No
     assert 60 <= client.ttl(full_key) <= 65
     client.expire(full_key, 30)
     assert [throttling._increment(key, 65) for _ in range(2)] == [2, 3]
-    assert cache.get(key) == 3
+    assert throttling._increment(key, 65, 10) == 13  # a slice of ten (CallSlices)
+    assert cache.get(key) == 13
     assert 0 < client.ttl(full_key) <= 30
+    sliced = f"{throttling.KEY_NAMESPACE}:rate:agent:8:0"
+    assert throttling._increment(sliced, 65, 10) == 10  # a slice as the window's first hit sets its expiry
+    assert 60 <= client.ttl(cache.make_and_validate_key(sliced)) <= 65  # type: ignore[attr-defined]
