@@ -210,36 +210,79 @@ def parse_schema_questions(requested_schema: Any, *, allow_sensitive: bool = Fal
         ) from None
 
 
-@functools.cache
-def _postable_queue_sql(vendor: str) -> str:
-    """SELECT a queue (by slug, among an agent's) with its policy's columns, or NULLs when it has none, and whether
-    an arrival there reaches anyone beyond the browser (reach rules of tier 0); built from the models' metadata, so
-    a column another module adds is read too."""
+def _ref(table: str, column: str | None) -> str:
     quote = connection.ops.quote_name
-    queue, policy = Queue._meta, QueuePolicy._meta
-    m2m = Agent._meta.get_field("queues")
-    through = m2m.remote_field.through._meta.db_table  # type: ignore[union-attr]
+    return f"{quote(table)}.{quote(str(column))}"
 
-    def ref(table: str, column: str | None) -> str:
-        return f"{quote(table)}.{quote(str(column))}"
 
-    columns = [ref(queue.db_table, f.column) for f in queue.concrete_fields]
-    columns += [ref(policy.db_table, f.column) for f in policy.concrete_fields]
-    queue_pk = ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
-    reach = ReachRule._meta
+@functools.cache
+def _queue_columns_sql(vendor: str) -> str:
+    """A queue's columns, its policy's (NULLs when it has none), and whether an arrival there reaches anyone beyond
+    the browser (reach rules of tier 0; one %s, the browser channel); built from the models' metadata, so a column
+    another module adds is read too. The FROM clause must join the queue and LEFT JOIN its policy."""
+    queue, policy, reach = Queue._meta, QueuePolicy._meta, ReachRule._meta
+    columns = [_ref(queue.db_table, f.column) for f in queue.concrete_fields]
+    columns += [_ref(policy.db_table, f.column) for f in policy.concrete_fields]
+    queue_pk = _ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
+    quote = connection.ops.quote_name
     columns.append(
         f"EXISTS (SELECT 1 FROM {quote(reach.db_table)} "  # noqa: S608 - model metadata only
-        f"WHERE {ref(reach.db_table, reach.get_field('queue').column)} = {queue_pk} "
-        f"AND {ref(reach.db_table, reach.get_field('tier').column)} = 0 "
-        f"AND {ref(reach.db_table, reach.get_field('channel').column)} <> %s)"
+        f"WHERE {_ref(reach.db_table, reach.get_field('queue').column)} = {queue_pk} "
+        f"AND {_ref(reach.db_table, reach.get_field('tier').column)} = 0 "
+        f"AND {_ref(reach.db_table, reach.get_field('channel').column)} <> %s)"
     )
+    return ", ".join(columns)
+
+
+def _policy_join_sql() -> str:
+    quote = connection.ops.quote_name
+    queue, policy = Queue._meta, QueuePolicy._meta
+    queue_pk = _ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
     return (
-        f"SELECT {', '.join(columns)} FROM {quote(queue.db_table)} "  # noqa: S608 - model metadata only
-        f"INNER JOIN {quote(through)} ON {ref(through, m2m.m2m_reverse_name())} = {queue_pk} "  # type: ignore[attr-defined]
         f"LEFT OUTER JOIN {quote(policy.db_table)} "
-        f"ON {ref(policy.db_table, policy.get_field('queue').column)} = {queue_pk} "
-        f"WHERE {ref(through, m2m.m2m_column_name())} = %s "  # type: ignore[attr-defined]
-        f"AND {ref(queue.db_table, queue.get_field('slug').column)} = %s"
+        f"ON {_ref(policy.db_table, policy.get_field('queue').column)} = {queue_pk}"
+    )
+
+
+@functools.cache
+def _postable_queue_sql(vendor: str) -> str:
+    """SELECT a queue (by slug, among an agent's) with `_queue_columns_sql`."""
+    quote = connection.ops.quote_name
+    queue = Queue._meta
+    m2m = Agent._meta.get_field("queues")
+    through = m2m.remote_field.through._meta.db_table  # type: ignore[union-attr]
+    queue_pk = _ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
+    return (
+        f"SELECT {_queue_columns_sql(vendor)} FROM {quote(queue.db_table)} "  # noqa: S608 - model metadata only
+        f"INNER JOIN {quote(through)} ON {_ref(through, m2m.m2m_reverse_name())} = {queue_pk} "  # type: ignore[attr-defined]
+        f"{_policy_join_sql()} "
+        f"WHERE {_ref(through, m2m.m2m_column_name())} = %s "  # type: ignore[attr-defined]
+        f"AND {_ref(queue.db_table, queue.get_field('slug').column)} = %s"
+    )
+
+
+@functools.cache
+def _agent_with_postable_queue_sql(vendor: str) -> str:
+    """SELECT the agent with a key prefix, and in the same row the queue `slug` if the agent may post to it (its
+    columns NULL otherwise), with `_queue_columns_sql`."""
+    quote = connection.ops.quote_name
+    agent, queue = Agent._meta, Queue._meta
+    m2m = Agent._meta.get_field("queues")
+    through = m2m.remote_field.through._meta.db_table  # type: ignore[union-attr]
+    through_agent = _ref(through, m2m.m2m_column_name())  # type: ignore[attr-defined]
+    through_queue = _ref(through, m2m.m2m_reverse_name())  # type: ignore[attr-defined]
+    agent_columns = ", ".join(_ref(agent.db_table, f.column) for f in agent.concrete_fields)
+    agent_pk = _ref(agent.db_table, str(agent.pk.column))  # type: ignore[union-attr]
+    queue_pk = _ref(queue.db_table, str(queue.pk.column))  # type: ignore[union-attr]
+    queue_slug = _ref(queue.db_table, queue.get_field("slug").column)  # type: ignore[union-attr]
+    return (
+        f"SELECT {agent_columns}, {_queue_columns_sql(vendor)} "  # noqa: S608 - model metadata only
+        f"FROM {quote(agent.db_table)} "
+        f"LEFT OUTER JOIN {quote(through)} ON {through_agent} = {agent_pk} "
+        f"AND {through_queue} IN (SELECT {queue_pk} FROM {quote(queue.db_table)} WHERE {queue_slug} = %s) "
+        f"LEFT OUTER JOIN {quote(queue.db_table)} ON {queue_pk} = {through_queue} "
+        f"{_policy_join_sql()} "
+        f"WHERE {_ref(agent.db_table, agent.get_field('key_prefix').column)} = %s"  # type: ignore[union-attr]
     )
 
 
@@ -252,8 +295,27 @@ def postable_queue(agent_id: int, slug: str) -> Queue | None:
     with connection.cursor() as cursor:
         cursor.execute(_postable_queue_sql(connection.vendor), [Channel.BROWSER.value, agent_id, slug])
         row = cursor.fetchone()
+    return None if row is None else _queue_from_row(row)
+
+
+def agent_with_postable_queue(key_prefix: str, slug: str) -> tuple[Agent | None, Queue | None]:
+    """The agent with this key prefix (unchecked: see keys.agent_and_queue_for_key), and what
+    `postable_queue(agent, slug)` would return for it, in one round trip."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _agent_with_postable_queue_sql(connection.vendor), [Channel.BROWSER.value, slug, key_prefix]
+        )
+        row = cursor.fetchone()
     if row is None:
-        return None
+        return None, None
+    split = len(Agent._meta.concrete_fields)
+    agent: Agent = prebuilt_sql.instance_from_row(Agent, row[:split])
+    queue_pk = row[split + Queue._meta.concrete_fields.index(Queue._meta.pk)]
+    return agent, None if queue_pk is None else _queue_from_row(row[split:])
+
+
+def _queue_from_row(row: Any) -> Queue:
+    """The queue, its policy (or None) and `arrival_reach` from a row of `_queue_columns_sql`."""
     *row, arrival_reach = row
     split = len(Queue._meta.concrete_fields)
     queue: Queue = prebuilt_sql.instance_from_row(Queue, row[:split])
@@ -283,13 +345,18 @@ def create_request(
     idempotency_key: str | None = None,
     fingerprint: str = "",
     allow_sensitive: bool = False,
+    queue_read: tuple[str, Queue | None] | None = None,
 ) -> tuple[ElicitationRequest, bool]:
-    """Queue a request. With an idempotency key a retry returns the first request; returns (request, created)."""
+    """Queue a request. With an idempotency key a retry returns the first request; returns (request, created).
+    `queue_read` is (slug, postable_queue(agent, slug)) when the caller read it already, with the agent's key."""
     if idempotency_key:
         existing = _find_idempotent(agent, idempotency_key, fingerprint)
         if existing is not None:
             return existing, False
-    queue = postable_queue(agent.pk, queue_slug)
+    if queue_read is not None and queue_read[0] == queue_slug:
+        queue = queue_read[1]
+    else:
+        queue = postable_queue(agent.pk, queue_slug)
     if queue is None:
         raise InvalidInput("Unknown queue.", {"queue": "unknown queue, or not one this key may post to"})
     questions: list[dict[str, Any]] = []
