@@ -178,8 +178,10 @@ class CallSlices:
     def reserve(self, scope: str, ident: str, rate: Rate) -> tuple[int, int]:
         """Reserve the next slice of the shared count (one round trip); its first number is this call's."""
         size = slice_size(rate)
-        last, seconds_left = count_hit(scope, ident, rate, size)
         key, _ = window(scope, ident, rate)
+        last, seconds_left = count_hit(scope, ident, rate, size)
+        if window(scope, ident, rate)[0] != key:
+            return last - size + 1, seconds_left  # counted in a window that ended meanwhile: nothing to keep
         with self.lock:
             held = self.held.get((scope, ident))
             # Of two threads that reserved at once, the later keeps its rest unless the held one has more left.

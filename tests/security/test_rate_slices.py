@@ -131,3 +131,22 @@ def test_a_rate_lowered_mid_window_still_counts_the_calls_already_made(clock: Cl
     slices = throttling.CallSlices()
     assert allowed(slices) and allowed(slices)
     assert not allowed(slices, parse_rate("2/min"))
+
+
+@pytest.mark.django_db
+def test_a_slice_reserved_as_its_window_ends_is_not_kept_for_the_next(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window rolls over during the reservation's round trip: the numbers were places in the old window's count,
+    so none of them is handed out in the new one."""
+    slices = throttling.CallSlices()
+    real_count_hit = throttling.count_hit
+
+    def count_hit_then_roll_over(scope: str, ident: str, rate: Any, calls: int = 1) -> tuple[int, int]:
+        counted = real_count_hit(scope, ident, rate, calls)
+        clock.advance(seconds=60)
+        return counted
+
+    monkeypatch.setattr(throttling, "count_hit", count_hit_then_roll_over)
+    assert slices.reserve("agent", "9", RATE)[0] == 1
+    assert slices.number_from_held("agent", "9", RATE) is None
