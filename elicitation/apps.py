@@ -8,9 +8,8 @@ class ElicitationConfig(AppConfig):
     def ready(self) -> None:
         # The core announces what happened through queue/signals.py; the edges listen. Wired here, once, so
         # the core never imports them.
-        # Imported here, not at the top: these modules import the models, which exist only once apps are ready.
-        from elicitation.api import long_poll_answers  # noqa: PLC0415
-        from elicitation.delivery import pushes, receivers  # noqa: PLC0415
+        from elicitation.api import long_poll_answers  # noqa: PLC0415 - imports the models: only once apps are ready
+        from elicitation.delivery import pushes, receivers  # noqa: PLC0415 - as above: they import the models
 
         receivers.connect()
         # A closing push carries the API's answer to the request's long-polls (pushes.long_poll_answer).

@@ -81,16 +81,29 @@ async def get(request: ElicitationRequest, key: str) -> Any:
     )
 
 
-async def test_a_pushed_answer_is_djangos_body_and_headers_with_no_read_and_the_call_counted(
+@pytest.fixture
+async def answered_once(
     agent_with_key: tuple[Agent, str],
     make_request: Callable[..., ElicitationRequest],
     answer: Answer,
+    reads: list[Any],
+    counts: list[int],
+) -> tuple[Agent, str, ElicitationRequest]:
+    """Once Django has answered the route (so the middleware knows its headers): the agent, its key, and a fresh
+    request to wait on."""
+    agent, key = agent_with_key
+    _, request = await after_django_answered_once(answer, make_request, key)
+    return agent, key, request
+
+
+async def test_a_pushed_answer_is_djangos_body_and_headers_with_no_read_and_the_call_counted(
     generous_rate: None,
+    answered_once: tuple[Agent, str, ElicitationRequest],
+    answer: Answer,
     reads: list[Any],
     counts: list[int],
 ) -> None:
-    agent, key = agent_with_key
-    _, request = await after_django_answered_once(answer, make_request, key)
+    agent, key, request = answered_once
     reads_before, counted_before = len(reads), rate_count(agent)
 
     async def accept(request: ElicitationRequest, action: str) -> ElicitationRequest:
@@ -113,15 +126,14 @@ async def test_a_pushed_answer_is_djangos_body_and_headers_with_no_read_and_the_
 
 
 async def test_with_room_in_its_window_the_answer_leaves_first_and_is_counted_after(
-    agent_with_key: tuple[Agent, str],
+    generous_rate: None,
+    answered_once: tuple[Agent, str, ElicitationRequest],
     make_request: Callable[..., ElicitationRequest],
     answer: Answer,
-    generous_rate: None,
     reads: list[Any],
     counts: list[int],
 ) -> None:
-    agent, key = agent_with_key
-    _, first = await after_django_answered_once(answer, make_request, key)
+    agent, key, first = answered_once
     await long_poll_answered_by(answer, first, key)  # counted first: the room was not known yet
     assert long_polls.rate_room.room[agent.pk][0] >= 1
     counted_before = rate_count(agent)
@@ -139,15 +151,9 @@ async def test_with_room_in_its_window_the_answer_leaves_first_and_is_counted_af
 
 
 async def test_a_rate_exceeded_by_a_pushed_answer_is_djangos_429(
-    agent_with_key: tuple[Agent, str],
-    make_request: Callable[..., ElicitationRequest],
-    answer: Answer,
-    settings: Any,
-    reads: list[Any],
-    counts: list[int],
+    answered_once: tuple[Agent, str, ElicitationRequest], answer: Answer, settings: Any, counts: list[int]
 ) -> None:
-    agent, key = agent_with_key
-    _, request = await after_django_answered_once(answer, make_request, key)
+    agent, key, request = answered_once
     settings.AGENT_RATE = parse_rate("1/min")  # Django's answer above used the only call
 
     response = await long_poll_answered_by(answer, request, key)
@@ -163,14 +169,9 @@ def rotate_without_push(agent: Agent) -> str:
 
 
 async def test_a_key_rotated_before_the_answer_gets_no_pushed_body_and_django_refuses_it(
-    agent_with_key: tuple[Agent, str],
-    make_request: Callable[..., ElicitationRequest],
-    answer: Answer,
-    reads: list[Any],
-    counts: list[int],
+    answered_once: tuple[Agent, str, ElicitationRequest], answer: Answer, counts: list[int]
 ) -> None:
-    agent, key = agent_with_key
-    _, request = await after_django_answered_once(answer, make_request, key)
+    agent, key, request = answered_once
 
     response = await long_poll_answered_by(
         after_key_change(lambda: rotate_without_push(agent), answer), request, key
@@ -182,16 +183,14 @@ async def test_a_key_rotated_before_the_answer_gets_no_pushed_body_and_django_re
 
 
 async def test_a_body_too_large_to_carry_is_read_as_before(
-    agent_with_key: tuple[Agent, str],
-    make_request: Callable[..., ElicitationRequest],
+    answered_once: tuple[Agent, str, ElicitationRequest],
     answer: Answer,
     monkeypatch: pytest.MonkeyPatch,
     reads: list[Any],
     counts: list[int],
 ) -> None:
+    _, key, request = answered_once
     monkeypatch.setattr(pushes, "LONG_POLL_ANSWER_MAX_BYTES", 64)
-    _, key = agent_with_key
-    _, request = await after_django_answered_once(answer, make_request, key)
     reads_before = len(reads)
 
     response = await long_poll_answered_by(answer, request, key)
