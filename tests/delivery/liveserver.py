@@ -47,7 +47,7 @@ class LiveServer:
         self.args = args or []
         self.env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "reviewhub.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
             "PYTHONUNBUFFERED": "1",
             "PERIODIC_SWEEPS_IN_PROCESS": "false",
             "LOG_LEVEL": "WARNING",

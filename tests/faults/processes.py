@@ -40,7 +40,7 @@ APPLICATION_NAME = "reviewhub-fault-process"
 def base_env(**extra: str) -> dict[str, str]:
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "reviewhub.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
         "PYTHONUNBUFFERED": "1",
         "PERIODIC_SWEEPS_IN_PROCESS": "false",
         "LOG_LEVEL": "WARNING",

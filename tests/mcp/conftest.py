@@ -44,7 +44,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """The environment of a child process that must see this test run's database and code."""
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "reviewhub.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
         **test_database_env(),
         "PERIODIC_SWEEPS_IN_PROCESS": "false",
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),

@@ -18,8 +18,6 @@ LIMIT = 5
 def _limits(settings: Any) -> None:
     settings.LOGIN_FAILURE_LIMIT = LIMIT
     settings.LOGIN_FAILURE_WINDOW_SECONDS = 900
-    # A cheap hasher: each attempt checks a password, and PBKDF2 would make this file take a minute.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
