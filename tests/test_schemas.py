@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import string
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from elicitation.queue import schemas as schemas_module
 from elicitation.queue.schemas import (
     MCP_REVISIONS,
     QUESTION_KINDS,
@@ -32,6 +30,7 @@ from elicitation.queue.schemas import (
     validate_answer,
     validate_content,
 )
+from elicitation.queue.schemas.mcp_definitions import SPEC_FILE
 
 # The example the MCP SDK docs use for elicitation.
 SDK_DOCS_EXAMPLE = {
@@ -1426,7 +1425,8 @@ def test_it_rejects_other_additional_properties_values_with_path() -> None:
 # Built on the official MCP definitions shipped with the package
 # ---------------------------------------------------------------------------------------------------
 
-SHIPPED_DEFINITIONS = Path(schemas_module.__file__).with_name("mcp_elicitation_schema.json")
+# The file the validators are built from, read here with the reference implementation (jsonschema).
+SHIPPED_DEFINITIONS = SPEC_FILE
 
 
 def revision_validator(revision: str) -> Draft202012Validator:

@@ -11,7 +11,8 @@ from typing import Any
 from django.conf import settings
 
 from elicitation.models import Agent, Queue, ReviewerToken
-from elicitation.queue import prebuilt_sql, transitions
+from elicitation.queue import prebuilt_sql
+from elicitation.queue.transitions.intake import agent_with_postable_queue
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def agent_and_queue_for_key(full_key: str, queue_slug: str) -> tuple[Agent | Non
     prefix = split_prefix(full_key, "rh")
     if prefix is None:
         return None, None
-    agent, queue = transitions.agent_with_postable_queue(prefix, queue_slug)
+    agent, queue = agent_with_postable_queue(prefix, queue_slug)
     verified = _verified(agent, full_key)
     return verified, queue if verified is not None else None
 

@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from elicitation.models import Channel, ElicitationRequest, Notice, RequestEvent
-from elicitation.queue import transitions
+from elicitation.queue import prebuilt_sql, transitions
+from elicitation.queue.transitions.path import reload_request
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +57,7 @@ def test_an_unclaimed_request_reads_no_holder_and_one_without_audit_rows_chains_
     RequestEvent.objects.filter(request_id=request.pk).delete()
     with django_assert_num_queries(2):
         locked = transitions.lock_request(request.pk)
-        reloaded = transitions._reload(request.pk)
+        reloaded = reload_request(request.pk)
     assert locked is not None
     with django_assert_num_queries(0):
         assert locked.claimed_by is None
@@ -70,11 +71,11 @@ def test_no_such_request_is_none_locked_and_does_not_exist_when_read(make_reques
     missing = "00000000-0000-4000-8000-000000000000"
     assert transitions.lock_request(missing) is None  # type: ignore[arg-type]
     with pytest.raises(ElicitationRequest.DoesNotExist):
-        transitions._reload(missing)  # type: ignore[arg-type]
+        reload_request(missing)  # type: ignore[arg-type]
 
 
 def test_the_lock_is_taken_on_the_request_row_only() -> None:
-    sql = transitions.prebuilt_sql._with_related_sql(ElicitationRequest, RELATED, (), True, connection.vendor)
+    sql = prebuilt_sql._with_related_sql(ElicitationRequest, RELATED, (), True, connection.vendor)
     if connection.features.has_select_for_update_of:
         assert sql.endswith(f"FOR UPDATE OF {connection.ops.quote_name(ElicitationRequest._meta.db_table)}")
     else:  # SQLite: writers are serialised by the database itself, as select_for_update leaves it
@@ -94,7 +95,7 @@ def test_an_answer_asks_about_slack_messages_only_when_slack_is_configured(
         slack_channel="C1",
         created_at=timezone.now(),
     )
-    loaded = transitions._reload(request.pk)
+    loaded = reload_request(request.pk)
     with CaptureQueriesContext(connection) as captured:
         transitions.respond(request.pk, user=reviewer, action="decline", loaded=loaded)
     asked = [query["sql"] for query in captured.captured_queries if Notice._meta.db_table in query["sql"]]

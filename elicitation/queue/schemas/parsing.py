@@ -1,106 +1,33 @@
-"""MCP elicitation `requestedSchema`s: parse them into form questions and validate the answers.
-
-Built on the official MCP definitions of revisions 2025-06-18, 2025-11-25 and 2026-07-28, shipped beside this
-module in `mcp_elicitation_schema.json`: each property is checked by a JSON Schema validator (jsonschema-rs)
-against the definition it is read as (`StringSchema`, `NumberSchema`, ..., `TitledMultiSelectEnumSchema`), so
-what MCP accepts is accepted, with ReviewHub's size limits and a few stricter rules on top (listed in the
-README); every problem keeps its JSON path. Free of Django on purpose: the API, the reviewer UI and background jobs all share these rules.
-"""
+"""Parsing a `requestedSchema` into questions: each property is read as one MCP definition and checked against it;
+ReviewHub's size limits and stricter rules come on top. Every problem is reported with its JSON path."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
-import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
-from jsonschema import FormatChecker
 
-QUESTION_KINDS = ("text", "number", "integer", "boolean", "single-select", "multi-select")
-TEXT_FORMATS = ("email", "uri", "date", "date-time")
+from elicitation.queue.schemas.answers import answer_problem, counted, is_finite_number
+from elicitation.queue.schemas.mcp_definitions import (
+    MULTI_SELECT_ITEM_KEYS,
+    NEWEST_REQUESTED_SCHEMA,
+    OPTION_KEYS,
+    ROOT_KEYS,
+    TITLED_ITEM_KEYS,
+    UNION_REQUESTED_SCHEMA,
+    VARIANT_KEYS,
+    VARIANT_VALIDATORS,
+)
+from elicitation.queue.schemas.questions import DEFAULT_LIMITS, Option, Question, SchemaLimits
 
 # Property names are kept exactly as sent; this bound is the drafts table's column width.
 MAX_PROPERTY_NAME_LENGTH = 64
-
-
-@dataclass(frozen=True)
-class Option:
-    value: str
-    label: str
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    kind: str
-    title: str
-    description: str
-    required: bool
-    format: str | None
-    min: int | float | None
-    max: int | float | None
-    # A tuple for multi-selects so the question stays immutable and hashable; to_dict() gives a list.
-    default: Any
-    options: tuple[Option, ...]
-    sensitive: bool = False
-
-    def __post_init__(self) -> None:
-        if self.kind not in QUESTION_KINDS:
-            raise ValueError(f"unknown question kind {self.kind!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "title": self.title,
-            "description": self.description,
-            "required": self.required,
-            "format": self.format,
-            "min": self.min,
-            "max": self.max,
-            "default": list(self.default) if isinstance(self.default, tuple) else self.default,
-            "options": [{"value": option.value, "label": option.label} for option in self.options],
-            "sensitive": self.sensitive,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Question:
-        default = data.get("default")
-        if isinstance(default, list):
-            default = tuple(default)
-        return cls(
-            id=data["id"],
-            kind=data["kind"],
-            title=data.get("title", data["id"]),
-            description=data.get("description", ""),
-            required=bool(data.get("required", False)),
-            format=data.get("format"),
-            min=data.get("min"),
-            max=data.get("max"),
-            default=default,
-            options=tuple(
-                Option(value=item["value"], label=item["label"]) for item in data.get("options", [])
-            ),
-            sensitive=bool(data.get("sensitive", False)),
-        )
-
-
-@dataclass(frozen=True)
-class SchemaLimits:
-    max_properties: int = 50
-    max_options: int = 200
-    max_string_length: int = 10_000
-    max_text_answer_length: int = 10_000
-
-
-DEFAULT_LIMITS = SchemaLimits()
 
 
 class SchemaInvalid(Exception):
@@ -113,86 +40,6 @@ class SchemaInvalid(Exception):
         super().__init__(f"invalid requestedSchema: {shown}{more}")
 
 
-class AnswerInvalid(Exception):
-    """The answers do not fit the questions; `errors` maps question id (or "$", "$.<key>") to a reason."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        self.errors = errors
-        shown = "; ".join(f"{key}: {reason}" for key, reason in list(errors.items())[:3])
-        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-        super().__init__(f"invalid answer: {shown}{more}")
-
-
-# ---------------------------------------------------------------------------------------------------
-# Parsing requestedSchema
-# ---------------------------------------------------------------------------------------------------
-
-# The official MCP definitions, shipped with the package (see the file's description for source and revisions).
-_SPEC_FILE = Path(__file__).with_name("mcp_elicitation_schema.json")
-_SPEC: dict[str, Any] = json.loads(_SPEC_FILE.read_text(encoding="utf-8"))
-_REGISTRY = jsonschema_rs.Registry([(_SPEC["$id"], _SPEC)])
-MCP_REVISIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
-# Problems are explained against the newest revision's definition of the variant a property is read as.
-_NEWEST = f"mcp-{MCP_REVISIONS[-1]}"
-
-
-def _spec_node(pointer: str) -> dict[str, Any]:
-    node: Any = _SPEC
-    for part in pointer.split("/"):
-        node = node[part]
-    assert isinstance(node, dict)
-    return node
-
-
-def _spec_validator(uri: str) -> jsonschema_rs.Validator:
-    # jsonschema_rs, not jsonschema: 50 properties of 200 options cost 260 ms in pure Python (README, dependencies).
-    return jsonschema_rs.validator_for({"$ref": uri}, registry=_REGISTRY)
-
-
-def _newest_definition(name: str) -> jsonschema_rs.Validator:
-    return _spec_validator(f"urn:mcp:schema:{MCP_REVISIONS[-1]}#/$defs/{name}")
-
-
-_UNION_REQUESTED_SCHEMA = _spec_validator(f"{_SPEC['$id']}#/$defs/requestedSchema")
-_NEWEST_REQUESTED_SCHEMA = _newest_definition("ElicitRequestFormParams/properties/requestedSchema")
-
-# How ReviewHub reads a property, and the MCP definition each reading is checked against.
-_VARIANT_DEFINITIONS = {
-    "text": "StringSchema",
-    "number": "NumberSchema",
-    "integer": "NumberSchema",
-    "boolean": "BooleanSchema",
-    "enum-select": "UntitledSingleSelectEnumSchema",
-    "legacy-select": "LegacyTitledEnumSchema",
-    "titled-select": "TitledSingleSelectEnumSchema",
-    "multi-select": "UntitledMultiSelectEnumSchema",
-    "titled-multi-select": "TitledMultiSelectEnumSchema",
-}
-_VARIANT_VALIDATORS = {variant: _newest_definition(name) for variant, name in _VARIANT_DEFINITIONS.items()}
-
-
-def _declared_keys(name: str) -> frozenset[str]:
-    return frozenset(_spec_node(f"$defs/{_NEWEST}/$defs/{name}")["properties"])
-
-
-# A keyword the definition does not declare is refused: ReviewHub could not enforce it (the MCP definitions
-# leave undeclared keywords open, so this is one of ReviewHub's stricter rules).
-_VARIANT_KEYS = {variant: _declared_keys(name) for variant, name in _VARIANT_DEFINITIONS.items()}
-_MULTI_SELECT_ITEM_KEYS = frozenset(
-    _spec_node(f"$defs/{_NEWEST}/$defs/UntitledMultiSelectEnumSchema/properties/items")["properties"]
-)
-# A redundant "type": "string" beside anyOf is what generators emit; it is checked, not refused.
-_TITLED_ITEM_KEYS = frozenset(
-    _spec_node(f"$defs/{_NEWEST}/$defs/TitledMultiSelectEnumSchema/properties/items")["properties"]
-) | {"type"}
-_OPTION_KEYS = frozenset(
-    _spec_node(f"$defs/{_NEWEST}/$defs/TitledSingleSelectEnumSchema/properties/oneOf/items")["properties"]
-)
-# `title`, `description` and `additionalProperties: false` are what zod and pydantic emit for a model; the
-# last changes nothing here, since unknown answer keys are refused anyway. Any other value is refused.
-_ROOT_KEYS = frozenset(
-    _spec_node(f"$defs/{_NEWEST}/$defs/ElicitRequestFormParams/properties/requestedSchema")["properties"]
-) | {"title", "description", "additionalProperties"}
 _REFERENCE_REASONS = {
     "$ref": "references are not supported; inline the schema",
     "$defs": "definitions are not supported; inline the schema",
@@ -239,14 +86,6 @@ _TYPE_REASONS_BY_KEYWORD = {
 _UNFIT_NAME_CATEGORIES = frozenset({"Cc", "Cs"})
 
 
-def mcp_spec_accepts(schema: Any) -> bool:
-    """Whether any MCP revision ReviewHub speaks accepts this `requestedSchema`, ReviewHub's own rules aside."""
-    try:
-        return bool(_UNION_REQUESTED_SCHEMA.is_valid(schema))
-    except (ValueError, OverflowError):  # not JSON at all (a non-string key)
-        return False
-
-
 def parse_requested_schema(
     schema: Any, *, limits: SchemaLimits = DEFAULT_LIMITS, allow_sensitive: bool = False
 ) -> list[Question]:
@@ -277,12 +116,6 @@ def _json_path(parent: str, location: Iterable[Any]) -> str:
     for key in location:
         path = _key_path(path, key)
     return path
-
-
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return isinstance(value, int) or math.isfinite(value)
 
 
 def _spec_reason(error: jsonschema_rs.ValidationError, location: list[Any]) -> str:
@@ -352,10 +185,10 @@ class _SchemaParser:
         # Properties are checked one by one below, each against the definition it is read as.
         properties = schema.get("properties", _MISSING)
         shallow = {**schema, "properties": {}} if isinstance(properties, dict) else schema
-        if not _UNION_REQUESTED_SCHEMA.is_valid(shallow):
-            self.spec_check(_NEWEST_REQUESTED_SCHEMA, shallow, "$")
+        if not UNION_REQUESTED_SCHEMA.is_valid(shallow):
+            self.spec_check(NEWEST_REQUESTED_SCHEMA, shallow, "$")
         self.check_references(schema, "$")
-        self.check_keys(schema, "$", _ROOT_KEYS, "requestedSchema")
+        self.check_keys(schema, "$", ROOT_KEYS, "requestedSchema")
         for key in ("$schema", "title", "description"):
             if key in schema:
                 self.check_string(schema[key], _key_path("$", key))
@@ -403,12 +236,12 @@ class _SchemaParser:
             self.check_references(definition, path)
         if variant is None:
             return None
-        allowed = _VARIANT_KEYS[variant]
+        allowed = VARIANT_KEYS[variant]
         if variant == "text" and self.allow_sensitive:
             allowed = allowed | {"sensitive"}
         self.check_keys(definition, path, allowed, _VARIANT_NAMES[variant])
         self.check_nested_keys(variant, definition, path)
-        if not self.spec_check(_VARIANT_VALIDATORS[variant], definition, path):
+        if not self.spec_check(VARIANT_VALIDATORS[variant], definition, path):
             return None
         question = self.build_question(variant, name, definition, path, required)
         return question if name_is_valid else None
@@ -481,17 +314,17 @@ class _SchemaParser:
             items_path = f"{path}.items"
             self.check_references(items, items_path)
             if variant == "titled-multi-select":
-                self.check_keys(items, items_path, _TITLED_ITEM_KEYS, "multi-select items")
+                self.check_keys(items, items_path, TITLED_ITEM_KEYS, "multi-select items")
                 if "type" in items and items["type"] != "string":
                     self.report(f"{items_path}.type", 'must be "string"')
                 options, options_path = items.get("anyOf"), f"{items_path}.anyOf"
             else:
-                self.check_keys(items, items_path, _MULTI_SELECT_ITEM_KEYS, "multi-select items")
+                self.check_keys(items, items_path, MULTI_SELECT_ITEM_KEYS, "multi-select items")
         if isinstance(options, list):
             for index, option in enumerate(options):
                 if isinstance(option, dict):
                     self.check_references(option, f"{options_path}[{index}]")
-                    self.check_keys(option, f"{options_path}[{index}]", _OPTION_KEYS, "an option")
+                    self.check_keys(option, f"{options_path}[{index}]", OPTION_KEYS, "an option")
 
     # --- questions: the definition fits, ReviewHub's limits and stricter rules remain ------------------
 
@@ -659,10 +492,10 @@ class _SchemaParser:
             default = int(default)  # JSON Schema treats 3.0 as an integer; store it as one.
         if isinstance(default, str) and len(default) > self.limits.max_string_length:
             self.report(
-                f"{path}.default", f"must be at most {_count(self.limits.max_string_length, 'character')}"
+                f"{path}.default", f"must be at most {counted(self.limits.max_string_length, 'character')}"
             )
             return question
-        reason = _answer_problem(question, default, self.limits)
+        reason = answer_problem(question, default, self.limits)
         if reason is not None:
             self.report(f"{path}.default", reason)
             return question
@@ -684,7 +517,7 @@ class _SchemaParser:
         if key not in definition:
             return None
         number: int | float = definition[key]
-        if not _is_number(number):
+        if not is_finite_number(number):
             self.report(f"{path}.{key}", "must be a number")  # NaN or an infinity
             return None
         if integral and isinstance(number, float):
@@ -705,7 +538,7 @@ class _SchemaParser:
             self.report(path, "must be a string")
             return False
         if len(value) > self.limits.max_string_length:
-            self.report(path, f"must be at most {_count(self.limits.max_string_length, 'character')}")
+            self.report(path, f"must be at most {counted(self.limits.max_string_length, 'character')}")
             return False
         return True
 
@@ -723,199 +556,3 @@ class _SchemaParser:
                 self.report(_key_path(path, key), "is only allowed on text questions")
             else:
                 self.report(_key_path(path, key), f"is not allowed on {where}")
-
-
-# ---------------------------------------------------------------------------------------------------
-# Validating answers
-# ---------------------------------------------------------------------------------------------------
-
-_SHOWN_OPTIONS = 10
-_SHOWN_OPTION_LENGTH = 40
-
-
-def validate_content(
-    questions: Sequence[Question], content: Any, *, limits: SchemaLimits = DEFAULT_LIMITS
-) -> dict[str, Any]:
-    """Check a whole `ElicitResult.content`; return only the answered questions, values untouched."""
-    if not isinstance(content, dict):
-        raise AnswerInvalid({"$": "must be an object"})
-    known_ids = {question.id for question in questions}
-    errors = {f"$.{key}": "is not a question in this form" for key in content if key not in known_ids}
-    cleaned: dict[str, Any] = {}
-    for question in questions:
-        if question.id not in content:
-            if question.required:
-                errors[question.id] = "is required"
-            continue
-        reason = _answer_problem(question, content[question.id], limits)
-        if reason is None:
-            cleaned[question.id] = content[question.id]
-        else:
-            errors[question.id] = reason
-    if errors:
-        raise AnswerInvalid(errors)
-    return cleaned
-
-
-def validate_answer(question: Question, value: Any, *, limits: SchemaLimits = DEFAULT_LIMITS) -> Any:
-    """Check one answer; return it unchanged or raise AnswerInvalid({question.id: reason})."""
-    reason = _answer_problem(question, value, limits)
-    if reason is not None:
-        raise AnswerInvalid({question.id: reason})
-    return value
-
-
-def questions_to_json(questions: Iterable[Question]) -> list[dict[str, Any]]:
-    return [question.to_dict() for question in questions]
-
-
-def questions_from_json(data: Iterable[dict[str, Any]]) -> list[Question]:
-    return [Question.from_dict(item) for item in data]
-
-
-def _answer_problem(question: Question, value: Any, limits: SchemaLimits) -> str | None:
-    return _ANSWER_CHECKS[question.kind](question, value, limits)
-
-
-def _text_problem(question: Question, value: Any, limits: SchemaLimits) -> str | None:
-    if not isinstance(value, str):
-        return "must be a string"
-    longest = limits.max_text_answer_length
-    if question.max is not None:
-        longest = min(longest, int(question.max))
-    if question.min is not None and len(value) < question.min:
-        return f"must be at least {_count(int(question.min), 'character')}"
-    if len(value) > longest:
-        return f"must be at most {_count(longest, 'character')}"
-    if question.format is not None and not _FORMAT_CHECKS[question.format](value):
-        return _FORMAT_REASONS[question.format]
-    return None
-
-
-def _number_problem(question: Question, value: Any, limits: SchemaLimits) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "must be a number"
-    if not _is_number(value):
-        return "must be a finite number"
-    return _range_problem(question, value)
-
-
-def _integer_problem(question: Question, value: Any, limits: SchemaLimits) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return "must be an integer"
-    return _range_problem(question, value)
-
-
-def _range_problem(question: Question, value: int | float) -> str | None:
-    if question.min is not None and value < question.min:
-        return f"must be at least {_number_text(question.min)}"
-    if question.max is not None and value > question.max:
-        return f"must be at most {_number_text(question.max)}"
-    return None
-
-
-def _boolean_problem(question: Question, value: Any, limits: SchemaLimits) -> str | None:
-    return None if isinstance(value, bool) else "must be true or false"
-
-
-def _single_select_problem(question: Question, value: Any, limits: SchemaLimits) -> str | None:
-    if isinstance(value, str) and any(option.value == value for option in question.options):
-        return None
-    return f"must be {_one_of(question.options)}"
-
-
-def _multi_select_problem(question: Question, value: Any, limits: SchemaLimits) -> str | None:
-    if not isinstance(value, list):
-        return "must be a list of choices"
-    allowed = {option.value for option in question.options}
-    if not all(isinstance(choice, str) and choice in allowed for choice in value):
-        return f"must only contain choices that are {_one_of(question.options)}"
-    if len(set(value)) != len(value):
-        return "must not contain the same choice twice"
-    if question.min is not None and len(value) < question.min:
-        return f"must have at least {_count(int(question.min), 'choice')}"
-    if question.max is not None and len(value) > question.max:
-        return f"must have at most {_count(int(question.max), 'choice')}"
-    return None
-
-
-_ANSWER_CHECKS: dict[str, Callable[[Question, Any, SchemaLimits], str | None]] = {
-    "text": _text_problem,
-    "number": _number_problem,
-    "integer": _integer_problem,
-    "boolean": _boolean_problem,
-    "single-select": _single_select_problem,
-    "multi-select": _multi_select_problem,
-}
-
-
-def _count(amount: int, noun: str) -> str:
-    return f"{amount} {noun}" if amount == 1 else f"{amount} {noun}s"
-
-
-def _number_text(number: int | float) -> str:
-    if isinstance(number, float) and number.is_integer() and abs(number) < 1e15:
-        return str(int(number))
-    return str(number)
-
-
-def _one_of(options: Sequence[Option]) -> str:
-    if len(options) > _SHOWN_OPTIONS:
-        return f"one of the {len(options)} listed options"
-    return "one of: " + ", ".join(_shortened(option.value) for option in options)
-
-
-def _shortened(text: str) -> str:
-    return text if len(text) <= _SHOWN_OPTION_LENGTH else text[: _SHOWN_OPTION_LENGTH - 3] + "..."
-
-
-# --- text formats ----------------------------------------------------------------------------------
-
-_FORMAT_CHECKER = FormatChecker()
-if not {"uri", "date-time"} <= set(_FORMAT_CHECKER.checkers):
-    # Without these jsonschema silently accepts anything; refuse to run rather than fail open.
-    raise ImportError(
-        "elicitation.queue.schemas needs jsonschema[format-nongpl] for uri and date-time checks"
-    )
-
-# One "@", a non-empty local part, a dotted domain with non-empty labels, no whitespace or controls.
-_EMAIL_PATTERN = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f.]+(?:\.[^@\s\x00-\x1f\x7f.]+)+")
-_DATE_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-# The checkers' own regexes end in "$", which lets a trailing newline through.
-_WHITESPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
-
-
-def _is_email(value: str) -> bool:
-    return _EMAIL_PATTERN.fullmatch(value) is not None
-
-
-def _is_uri(value: str) -> bool:
-    return not _WHITESPACE_OR_CONTROL.search(value) and _FORMAT_CHECKER.conforms(value, "uri")
-
-
-def _is_date(value: str) -> bool:
-    if _DATE_PATTERN.fullmatch(value) is None:
-        return False
-    try:
-        datetime.date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_date_time(value: str) -> bool:
-    return not _WHITESPACE_OR_CONTROL.search(value) and _FORMAT_CHECKER.conforms(value, "date-time")
-
-
-_FORMAT_CHECKS: dict[str, Callable[[str], bool]] = {
-    "email": _is_email,
-    "uri": _is_uri,
-    "date": _is_date,
-    "date-time": _is_date_time,
-}
-_FORMAT_REASONS = {
-    "email": "must be a valid email address",
-    "uri": "must be a valid absolute URI, such as https://example.com",
-    "date": "must be a valid date (YYYY-MM-DD)",
-    "date-time": "must be a valid date-time (RFC 3339 with a timezone, e.g. 2025-06-18T12:00:00Z)",
-}

@@ -1,0 +1,165 @@
+"""What each tool does, in the core's own terms: the synchronous halves (ORM, services) and the wait for an answer.
+
+Every write goes through `elicitation.queue.transitions` (or `flows.hosted_flows`), exactly as the REST API does;
+input is checked by the REST API's own serializers, so limits, URL checks and error codes are the same on both
+doors."""
+
+import asyncio
+import contextlib
+from datetime import datetime
+from typing import Any
+
+import anyio
+from django.conf import settings
+from mcp.server.mcpserver import Context
+
+from elicitation.api import serializers as s
+from elicitation.api.flow_views import CreateFlowSerializer
+from elicitation.delivery.long_poll import wait_for_request
+from elicitation.flows import hosted_flows
+from elicitation.mcp.callers import Caller, load_agent
+from elicitation.mcp.results import QueueInfo, ReviewRequest, represent
+from elicitation.mcp.service_calls import call_service, database_call
+from elicitation.models import ElicitationRequest, Queue
+from elicitation.queue import access, clock, selectors, transitions
+from elicitation.queue.errors import DomainError, InvalidInput, NotFoundError
+
+TERMINAL = ("completed", "expired", "withdrawn")
+
+
+def wait_cap(seconds: int) -> int:
+    return selectors.long_poll_cap(seconds)
+
+
+def _invalid(serializer: Any) -> DomainError:
+    fields = {name: " ".join(str(e) for e in errors) for name, errors in serializer.errors.items()}
+    return InvalidInput("Invalid arguments.", fields)
+
+
+def queue_infos(caller: Caller) -> list[QueueInfo]:
+    queues = Queue.objects.filter(agents__pk=caller.agent_id, agents__revoked_at__isnull=True)
+    if caller.queues is not None:
+        queues = queues.filter(slug__in=caller.queues)
+    rows: list[QueueInfo] = []
+    for summary in selectors.open_counts(queues):
+        queue = summary.queue
+        minutes = max(1, queue.default_deadline_seconds // 60)
+        rows.append(
+            {
+                "slug": queue.slug,
+                "name": queue.name,
+                "description": (
+                    f"{queue.name}: reviewers answer within {minutes} min by default; unanswered requests "
+                    f"close with '{queue.expiry_outcome}'."
+                ),
+                "pending": summary.pending,
+                "claimed": summary.claimed,
+                "defaultDeadlineSeconds": queue.default_deadline_seconds,
+            }
+        )
+    return rows
+
+
+def create_request(caller: Caller, body: dict[str, Any]) -> ReviewRequest:
+    envelope = s.CreateRequestSerializer(data=body)
+    if not envelope.is_valid():
+        raise _invalid(envelope)
+    data = envelope.validated_data
+    caller.check_queue(data["queue"])
+    request, _ = transitions.create_request(
+        agent=load_agent(caller.agent_id),
+        queue_slug=data["queue"],
+        message=data["message"],
+        mode=data["mode"],
+        requested_schema=data.get("requestedSchema"),
+        url=data.get("url", ""),
+        elicitation_id=data.get("elicitationId", ""),
+        context=data.get("context"),
+        priority=data["priority"],
+        expires_in=data.get("expiresIn"),
+    )
+    return represent(request)
+
+
+def open_secret_flow(caller: Caller, body: dict[str, Any]) -> tuple[str, ReviewRequest]:
+    envelope = CreateFlowSerializer(data=body)
+    if not envelope.is_valid():
+        raise _invalid(envelope)
+    data = envelope.validated_data
+    caller.check_queue(data["queue"])
+    flow, _ = hosted_flows.create_hosted_flow(
+        agent=load_agent(caller.agent_id),
+        queue_slug=data["queue"],
+        message=data["message"],
+        requested_schema=data["requestedSchema"],
+        context=data.get("context"),
+        priority=data["priority"],
+        expires_in=data.get("expiresIn"),
+        elicitation_id=data.get("elicitationId", ""),
+    )
+    return str(flow.pk), represent(flow.request)
+
+
+def owned_request(caller: Caller, request_id: str) -> ElicitationRequest:
+    """One of the caller's own requests, in a queue its consent covers; anything else is "no such request"."""
+    try:
+        request = access.owned_request(caller.agent_id, request_id)
+    except NotFoundError:
+        request = None
+    if request is None or not caller.sees(request):
+        raise NotFoundError("No such request.", {"id": "not one of this agent's requests"})
+    return request
+
+
+def read_request(caller: Caller, request_id: str) -> ReviewRequest:
+    return represent(owned_request(caller, request_id))
+
+
+def open_requests(caller: Caller, queue: str | None) -> list[ReviewRequest]:
+    rows = selectors.agent_requests(caller.agent_id, "open")
+    return [represent(row) for row in rows if caller.sees(row) and (queue is None or row.queue.slug == queue)]
+
+
+def withdraw_request(caller: Caller, request_id: str) -> ReviewRequest:
+    owned_request(caller, request_id)
+    agent = load_agent(caller.agent_id)
+    return represent(transitions.withdraw_request(request_id, agent=agent))  # type: ignore[arg-type]
+
+
+def progress_interval() -> float:
+    return float(settings.MCP_PROGRESS_INTERVAL_SECONDS)
+
+
+async def wait_with_progress(
+    ctx: Context | None, caller: Caller, request_id: str, seconds: int
+) -> ReviewRequest:
+    """Wait up to `seconds` (never past the request's deadline, plus the sweeper's grace) for the request to close.
+
+    Waits in slices of `MCP_PROGRESS_INTERVAL_SECONDS`, each a long-poll on the request's push group, and sends a
+    progress notification after every slice that ends with the request still open: a host that resets its timeout
+    on progress (as the MCP spec suggests) keeps waiting for as long as the human needs."""
+    loop = asyncio.get_running_loop()
+    current: ReviewRequest = await call_service(read_request, caller, request_id)
+    deadline_left = (datetime.fromisoformat(current["deadline"]) - clock.now()).total_seconds()
+    end = loop.time() + max(0.0, min(float(seconds), deadline_left + 2 * progress_interval()))
+    beat = 0
+    while current["status"] not in TERMINAL:
+        remaining = end - loop.time()
+        if remaining <= 0:
+            break
+        await wait_for_request(caller.agent_id, request_id, min(progress_interval(), remaining, wait_cap(60)))
+        current = await call_service(read_request, caller, request_id)
+        if current["status"] in TERMINAL:
+            break
+        beat += 1
+        if ctx is not None:
+            await ctx.report_progress(beat, None, f"Waiting for a human reviewer ({current['status']}).")
+    return current
+
+
+async def withdraw_unread(caller: Caller, request_id: str) -> None:
+    # The host cancelled the call (or hung up) before learning the id: nobody will read the answer,
+    # so the question leaves the reviewers' queue instead of costing someone's time.
+    with anyio.CancelScope(shield=True):
+        with contextlib.suppress(DomainError):  # answered in the meantime
+            await database_call(withdraw_request)(caller, request_id)

@@ -1,0 +1,306 @@
+"""Compiling rules (cached per queue and rules version) and walking them for a request about to be stored: what the
+rules make of it, as an IntakeDecision; the transitions that apply a decision live in transitions.py."""
+
+import operator
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from heapq import merge
+from typing import Any
+
+from elicitation.models import AnswerRule, Queue, QueueMode, QueuePolicy, RuleAction
+from elicitation.queue import clock, quorum, schemas
+from elicitation.queue.rules.facts import RequestFacts, facts_of, request_digest
+from elicitation.queue.rules.storage import queue_policy
+from elicitation.queue.rules.validation import is_number, is_scalar
+
+MAX_ROUTE_HOPS = 5
+
+
+def _equals(spec: Any) -> Any:
+    """Equality that keeps JSON's types apart: true is not 1, "5" is not 5, but 5 is 5.0."""
+    if spec is None or isinstance(spec, bool):
+        return lambda value: value is spec
+    if isinstance(spec, str):
+        return lambda value: value == spec
+    return lambda value: value == spec and is_number(value)
+
+
+def _one_of(options: list[Any]) -> Any:
+    strings = frozenset(o for o in options if isinstance(o, str))
+    others = [_equals(o) for o in options if not isinstance(o, str)]
+    if not others:
+        return lambda value: isinstance(value, str) and value in strings
+    return lambda value: (
+        (isinstance(value, str) and value in strings) or any(check(value) for check in others)
+    )
+
+
+COMPARISONS = {
+    "lt": operator.lt,
+    "lte": operator.le,
+    "gt": operator.gt,
+    "gte": operator.ge,
+}
+
+
+def _compile_condition(spec: Any) -> Any:
+    """A predicate over one value (None when the value is absent)."""
+    if is_scalar(spec):
+        return _equals(spec)
+    if isinstance(spec, list):
+        return _one_of(spec)
+    checks = []
+    for op, operand in spec.items():
+        if op in ("eq", "in"):
+            checks.append(_compile_condition(operand))
+        elif op == "regex":
+            search = re.compile(operand).search
+            checks.append(lambda value, search=search: isinstance(value, str) and search(value) is not None)
+        else:
+            compare = COMPARISONS[op]
+            checks.append(lambda value, c=compare, o=operand: is_number(value) and c(value, o))
+    if len(checks) == 1:
+        return checks[0]
+    return lambda value: all(check(value) for check in checks)
+
+
+def _argument(arguments: Mapping[str, Any], name: str) -> tuple[bool, Any]:
+    value: Any = arguments
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+@dataclass
+class CompiledRule:
+    row: AnswerRule
+    checks: list[tuple[str, Any]]
+    arguments: list[tuple[str, Any]]
+
+    @property
+    def ref(self) -> dict[str, Any]:
+        return {
+            "id": self.row.pk,
+            "name": self.row.name,
+            "position": self.row.position,
+            "action": self.row.action,
+        }
+
+    def live(self, now: datetime) -> bool:
+        return self.row.expires_at is None or self.row.expires_at > now
+
+    def matches(self, facts: RequestFacts) -> bool:
+        for name, check in self.checks:
+            if not check(getattr(facts, name)):
+                return False
+        arguments = facts.arguments
+        for name, check in self.arguments:
+            if name in arguments:  # the common case: a top-level argument
+                if not check(arguments[name]):
+                    return False
+                continue
+            present, value = _argument(arguments, name)
+            if not present or not check(value):
+                return False
+        return True
+
+
+@dataclass
+class CompiledRules:
+    rules: list[CompiledRule]
+    by_tool: dict[str, list[int]]
+    any_tool: list[int]
+
+    def candidates(self, tool: Any) -> Iterable[CompiledRule]:
+        """Rules that may match a call of `tool`, in order: those naming the tool and those naming none."""
+        named = self.by_tool.get(tool, []) if isinstance(tool, str) else []
+        for index in merge(named, self.any_tool):
+            yield self.rules[index]
+
+
+def compile_rules(rows: Iterable[AnswerRule]) -> CompiledRules:
+    compiled: list[CompiledRule] = []
+    by_tool: dict[str, list[int]] = {}
+    any_tool: list[int] = []
+    for index, row in enumerate(rows):
+        match = row.match or {}
+        checks = [(key, _compile_condition(spec)) for key, spec in match.items() if key != "arguments"]
+        arguments = [
+            (name, _compile_condition(spec)) for name, spec in (match.get("arguments") or {}).items()
+        ]
+        compiled.append(CompiledRule(row, checks, arguments))
+        tool = match.get("tool")
+        tools = [tool] if isinstance(tool, str) else tool if isinstance(tool, list) else None
+        if isinstance(tool, dict) and set(tool) <= {"eq", "in"}:
+            tools = [tool["eq"]] if "eq" in tool else list(tool["in"])
+        if tools is not None and all(isinstance(t, str) for t in tools):
+            for name in set(tools):
+                by_tool.setdefault(name, []).append(index)
+        else:
+            any_tool.append(index)
+    return CompiledRules(compiled, by_tool, any_tool)
+
+
+_compiled: dict[tuple[int, int], CompiledRules] = {}
+
+
+def compiled_rules(queue_id: int, version: int) -> CompiledRules:
+    """The queue's live rules, compiled once per process and rules version."""
+    key = (queue_id, version)
+    found = _compiled.get(key)
+    if found is None:
+        rows = (
+            AnswerRule.objects.filter(queue_id=queue_id, enabled=True, revoked_at__isnull=True)
+            .select_related("route_to")
+            .order_by("position", "id")
+        )
+        found = compile_rules(rows)
+        if len(_compiled) > 256:
+            _compiled.clear()
+        _compiled[key] = found
+    return found
+
+
+@dataclass
+class IntakeDecision:
+    """What the rules made of a request before it is stored: where it goes, how urgent, who must decide, and
+    whether a rule already decided (`outcome`)."""
+
+    queue: Queue
+    policy: QueuePolicy | None
+    priority: int | None = None
+    deadline_seconds: int | None = None
+    quorum: dict[str, Any] | None = None
+    outcome: tuple[str, dict[str, Any] | None, dict[str, Any]] | None = None
+    unmatched_reason: str | None = None
+    audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    digest: str = ""
+
+    @property
+    def request_policy(self) -> dict[str, Any] | None:
+        """The request's `policy` column: the quorum it needs and the digest it is bound to, or None."""
+        if self.quorum is None:
+            return None
+        return quorum.initial_state(self.quorum, self.digest)
+
+
+def intake_decision(
+    queue: Queue,
+    agent: Any,
+    message: str,
+    mode: str,
+    requested_schema: Any,
+    context: Any,
+    questions: list[dict[str, Any]],
+) -> IntakeDecision | None:
+    """What the queue's policy makes of a request about to be stored; None for a queue without one (the
+    common case costs no query: the policy comes with the queue)."""
+    if queue_policy(queue) is None:
+        return None
+    facts = facts_of(agent.name, message, requested_schema, context)
+    decision = decide_at_intake(
+        queue, facts=facts, questions=schemas.questions_from_json(questions) if mode == "form" else None
+    )
+    decision.digest = request_digest(message, requested_schema if mode == "form" else None, context)
+    return decision
+
+
+def decide_at_intake(
+    queue: Queue,
+    *,
+    facts: RequestFacts,
+    questions: list[schemas.Question] | None,
+) -> IntakeDecision:
+    """Walk the queue's rules (and those of queues they route to) for a request about to be stored."""
+    decision = IntakeDecision(queue=queue, policy=queue_policy(queue))
+    visited = {queue.pk}
+    now = clock.now()
+    while True:
+        policy = decision.policy
+        routed_to: Queue | None = None
+        if policy is not None and policy.rules_version:
+            for rule in compiled_rules(decision.queue.pk, policy.rules_version).candidates(facts.tool):
+                if not rule.live(now) or not rule.matches(facts):
+                    continue
+                row = rule.row
+                if row.action == RuleAction.SET:
+                    _adjust(decision, row)
+                    decision.audit.append(("rule_applied", {"rule": rule.ref, **_adjusted(row)}))
+                elif row.action == RuleAction.REQUIRE_QUORUM:
+                    _adjust(decision, row)
+                    if decision.quorum is None:
+                        decision.quorum = {**(row.quorum or {}), "source": {"rule": rule.ref}}
+                    decision.audit.append(("rule_applied", {"rule": rule.ref, "quorum": row.quorum}))
+                elif row.action == RuleAction.ROUTE:
+                    target = row.route_to
+                    if target is None or target.pk in visited or len(visited) > MAX_ROUTE_HOPS:
+                        decision.audit.append(("rule_skipped", {"rule": rule.ref, "reason": "route loop"}))
+                        continue
+                    _adjust(decision, row)
+                    decision.audit.append(
+                        (
+                            "routed",
+                            {"rule": rule.ref, "from_queue": decision.queue.slug, "to_queue": target.slug},
+                        )
+                    )
+                    routed_to = target
+                    break
+                else:
+                    content = row.content if row.action == RuleAction.ACCEPT else None
+                    problem = _content_problem(row, questions) if row.action == RuleAction.ACCEPT else None
+                    if problem is not None:
+                        decision.audit.append(("rule_skipped", {"rule": rule.ref, "reason": problem}))
+                        continue
+                    decision.outcome = (row.action, content, rule.ref)
+                    break
+        if routed_to is None:
+            break
+        visited.add(routed_to.pk)
+        decision.queue = Queue.objects.select_related("policy").get(pk=routed_to.pk)
+        decision.policy = queue_policy(decision.queue)
+    policy = decision.policy
+    if decision.quorum is None and policy is not None and policy.quorum:
+        decision.quorum = {**policy.quorum, "source": "queue"}
+    if policy is not None and policy.mode == QueueMode.SCRIPTED:
+        if facts.round is not None and facts.round > policy.round_cap:
+            # The 2026-07-28 runner's cap: a tool that keeps asking gets a decline, not an endless loop.
+            decision.outcome = None
+            decision.unmatched_reason = (
+                f"input-required round {facts.round} is past the queue's cap of {policy.round_cap}"
+            )
+        elif decision.outcome is None and policy.unmatched == "decline":
+            decision.unmatched_reason = (
+                f"no rule of scripted queue {decision.queue.slug!r} matches this request"
+            )
+    return decision
+
+
+def _adjust(decision: IntakeDecision, row: AnswerRule) -> None:
+    if row.priority is not None:
+        decision.priority = row.priority
+    if row.deadline_seconds is not None:
+        decision.deadline_seconds = row.deadline_seconds
+
+
+def _adjusted(row: AnswerRule) -> dict[str, Any]:
+    return {
+        **({"priority": row.priority} if row.priority is not None else {}),
+        **({"deadline": row.deadline_seconds} if row.deadline_seconds is not None else {}),
+    }
+
+
+def _content_problem(row: AnswerRule, questions: list[schemas.Question] | None) -> str | None:
+    if questions is None:
+        # URL mode: accept means the person finished the page (or a hosted flow got its secret); no rule knows that.
+        return "a URL-mode request is accepted by finishing its page, never by a rule"
+    try:
+        schemas.validate_content(questions, row.content or {})
+    except schemas.AnswerInvalid as exc:
+        shown = "; ".join(f"{key}: {reason}" for key, reason in list(exc.errors.items())[:3])
+        return f"content does not satisfy the request's schema ({shown})"
+    return None

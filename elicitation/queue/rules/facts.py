@@ -1,0 +1,89 @@
+"""What a request is, to a rule: the facts a rule matches on (agent, MCP server, tool, arguments, schema
+fingerprint, message, input-required round), read from a request's context, and the digest a decision is bound to.
+"""
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from elicitation.models import ElicitationRequest
+from elicitation.queue.audit import canonical_json
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    agent: str
+    message: str
+    server: Any = None
+    tool: Any = None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    schema_fingerprint: str | None = None
+    round: int | None = None
+
+
+def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in mapping and mapping[key] is not None:
+            return mapping[key]
+    return None
+
+
+def context_call(context: Any) -> tuple[Any, Any, dict[str, Any], int | None]:
+    """(server, tool, arguments, input-required round) from a request's context, in the shapes the bridge
+    (`context.mcp.{server, tool, arguments}`), the input-required runner (`context.mcp.params`) and hand-written
+    agents (`context.{server, tool, arguments}`) send."""
+    if not isinstance(context, dict):
+        return None, None, {}, None
+    mcp: dict[str, Any] = context["mcp"] if isinstance(context.get("mcp"), dict) else {}
+    params: dict[str, Any] = mcp["params"] if isinstance(mcp.get("params"), dict) else {}
+    server = _first(mcp, "server") or _first(context, "server", "mcpServer", "serverName", "mcp_server")
+    tool = _first(mcp, "tool") or _first(params, "name") or _first(context, "tool", "toolName", "tool_name")
+    arguments = (
+        _first(mcp, "arguments")
+        or _first(params, "arguments")
+        or _first(context, "arguments", "args", "toolArguments")
+    )
+    round_no = mcp.get("round")
+    return (
+        server,
+        tool,
+        arguments if isinstance(arguments, dict) else {},
+        round_no if isinstance(round_no, int) and not isinstance(round_no, bool) else None,
+    )
+
+
+def schema_fingerprint(requested_schema: Any) -> str | None:
+    """A short stable name for a requestedSchema (key order and whitespace do not matter)."""
+    if requested_schema is None:
+        return None
+    return hashlib.sha256(canonical_json({"s": requested_schema})).hexdigest()[:16]
+
+
+def request_digest(message: str, requested_schema: Any, context: Any) -> str:
+    """What a decision is bound to: the message, the schema and the tool's arguments. An MCP server compares it
+    with its own to know an approval is for these exact arguments."""
+    _, _, arguments, _ = context_call(context)
+    body = {"message": message, "requestedSchema": requested_schema, "arguments": arguments}
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def facts_of(agent_name: str, message: str, requested_schema: Any, context: Any) -> RequestFacts:
+    server, tool, arguments, round_no = context_call(context)
+    return RequestFacts(
+        agent=agent_name,
+        message=message,
+        server=server,
+        tool=tool,
+        arguments=arguments,
+        schema_fingerprint=schema_fingerprint(requested_schema),
+        round=round_no,
+    )
+
+
+def request_facts(request: ElicitationRequest) -> RequestFacts:
+    return facts_of(request.agent.name, request.message, request.requested_schema, request.context)
+
+
+def request_digest_of(request: ElicitationRequest) -> str:
+    return request_digest(request.message, request.requested_schema, request.context)
