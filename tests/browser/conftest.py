@@ -9,11 +9,7 @@ Fixtures for others to reuse: `asgi_live_server_url`, `browser`, `open_page` (a 
 `agent_api`, `reviewer_api`, `screenshot`.
 """
 
-import os
-import socket
-import subprocess
-import sys
-import time
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +23,7 @@ from django.db import connection
 from django.test import Client
 
 from elicitation.queue import accounts
+from tests.delivery.liveserver import LiveServer, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -38,83 +35,31 @@ CHROMIUM_ARGS = [
 OUTPUT = Path(settings.BASE_DIR) / "test-output"
 SCREENSHOTS = OUTPUT / "screenshots"
 FAILURES = OUTPUT / "failures"
-SERVER_START_SECONDS = 90  # generous: a loaded CI box can take long to import Django
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _server_environment() -> dict[str, str]:
-    """The test process's settings, pointed at the test database (pytest-django renamed it at setup)."""
-    env = {k: v for k, v in os.environ.items() if k != ASYNC_UNSAFE}
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        name = str(db["NAME"])
-        if name == ":memory:" or "mode=memory" in name:
-            pytest.skip("browser tests need a file SQLite test database (set SQLITE_TEST_PATH)")
-        env["SQLITE_PATH"] = name
-        env.pop("DATABASE_URL", None)
-    else:
-        user = db.get("USER") or ""
-        password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-        at = "@" if user else ""
-        env["DATABASE_URL"] = (
-            f"postgres://{user}{password}{at}{db['HOST']}:{db.get('PORT') or 5432}/{db['NAME']}"
-        )
-    # Sweeps in the server would race the tests' own timing; tests drive transitions explicitly.
-    env["PERIODIC_SWEEPS_IN_PROCESS"] = "false"
-    env.setdefault("LOG_LEVEL", "WARNING")
-    return env
+# A second loopback origin whose pages the live server lets call its agent API (tests/browser/test_cross_origin.py).
+CROSS_ORIGIN_PORT = free_port()
 
 
 @pytest.fixture(scope="session")
 def _asgi_server(django_db_setup: None) -> Iterator[str]:
-    port = _free_port()
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    log_path = OUTPUT / "browser-server.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "reviewhub.serve",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "reviewhub.asgi:application",
-            ],
-            cwd=settings.BASE_DIR,
-            env=_server_environment(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            give_up = time.monotonic() + SERVER_START_SECONDS
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"the ASGI server exited at start; see {log_path}")
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code < 500:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > give_up:
-                    raise RuntimeError(f"the ASGI server did not answer within {SERVER_START_SECONDS}s")
-                time.sleep(0.1)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    """The live server every browser test shares, on the test database (pytest-django renamed it at setup)."""
+    if connection.vendor == "sqlite" and (
+        str(connection.settings_dict["NAME"]) == ":memory:"
+        or "mode=memory" in str(connection.settings_dict["NAME"])
+    ):
+        pytest.skip("browser tests need a file SQLite test database (set SQLITE_TEST_PATH)")
+    # A second loopback origin may call the agent API (tests/browser/test_cross_origin.py).
+    server = LiveServer(env={"CORS_ALLOWED_ORIGINS": f"http://127.0.0.1:{CROSS_ORIGIN_PORT}"})
+    server.env.pop(ASYNC_UNSAFE, None)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(server.log, OUTPUT / "browser-server.log")  # beside the failures' screenshots
 
 
 @pytest.fixture

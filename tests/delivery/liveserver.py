@@ -1,4 +1,5 @@
-"""Real ASGI servers for delivery tests: daphne subprocesses on loopback ports sharing the test database."""
+"""Real ASGI servers for tests: the one live-server harness (`LiveServer`), on loopback ports sharing the test
+database, and what tests do with them."""
 
 import os
 import signal
@@ -36,15 +37,27 @@ def test_database_env() -> dict[str, str]:
     return {"DATABASE_URL": f"postgres://{auth}@{host}/{db['NAME']}"}
 
 
+# A safety net for a server that hangs at start, not a deadline: a loaded machine is slower, not red. A server that
+# fails to start exits, and the wait ends at once with its log.
+READY_BOUND_SECONDS = 600.0
+
+
 class LiveServer:
-    """One daphne process, as deployed (reviewhub/serve.py), with extra command-line `args` if given. `start()` waits
-    until it answers; `stop()` always reaps it."""
+    """The one way tests start ReviewHub: `reviewhub.serve` (what `make run`, the image and CI serve with) in a
+    subprocess on a free loopback port, on this run's test database, with extra command-line `args` if given.
+    `start()` waits until it answers HTTP (or exits: then it raises with the log); `stop()` always reaps it. With
+    `own_session` the server leads a process group of its own, so `kill()` takes any children with it."""
 
     def __init__(
-        self, env: dict[str, str] | None = None, port: int | None = None, args: list[str] | None = None
+        self,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+        args: list[str] | None = None,
+        own_session: bool = False,
     ) -> None:
         self.port = port or free_port()
         self.args = args or []
+        self.own_session = own_session
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
@@ -55,9 +68,13 @@ class LiveServer:
             **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
-        handle, name = tempfile.mkstemp(prefix="rh-delivery-daphne-", suffix=".log")
+        handle, name = tempfile.mkstemp(prefix="rh-live-server-", suffix=".log")
         os.close(handle)
-        self.log_path = Path(name)
+        self.log = Path(name)
+
+    @property
+    def log_path(self) -> Path:
+        return self.log
 
     @property
     def url(self) -> str:
@@ -67,50 +84,69 @@ class LiveServer:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60) -> "LiveServer":
-        return self.launch().wait_ready(timeout)
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> "LiveServer":
+        return self.launch().wait_ready()
 
     def launch(self) -> "LiveServer":
         """Spawn the process without waiting: start several, then wait for each (startup is slow under load)."""
         command = [sys.executable, "-m", "reviewhub.serve", "-b", "127.0.0.1", "-p", str(self.port)]
         command += [*self.args, "reviewhub.asgi:application"]
-        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
+        with self.log.open("ab") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen(
-                command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                command,
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=self.own_session,
             )
         return self
 
-    def wait_ready(self, timeout: float = 60) -> "LiveServer":
+    def wait_ready(self) -> "LiveServer":
+        """Until the server answers any HTTP status, it exits, or READY_BOUND_SECONDS pass."""
         assert self.process is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        give_up = time.monotonic() + READY_BOUND_SECONDS
+        while time.monotonic() < give_up:
             if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited early:\n{self.logs()}")
+                raise RuntimeError(f"the server exited at start:\n{self.logs()}")
             try:
-                httpx.get(self.url + "/api/v1/events", timeout=1)
+                httpx.get(self.url + "/api/v1/events", timeout=5)  # 401 at once: no database, no Redis
                 return self
             except httpx.TransportError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"daphne did not start on {self.port}:\n{self.logs()}")
+        raise RuntimeError(f"the server did not answer within {READY_BOUND_SECONDS:.0f} s:\n{self.logs()}")
+
+    def signal(self, signum: int) -> None:
+        assert self.process is not None
+        if self.own_session:
+            os.killpg(self.process.pid, signum)
+        else:
+            self.process.send_signal(signum)
 
     def kill(self) -> None:
         """Die like a crashed process: no graceful shutdown."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        if self.alive:
+            self.signal(signal.SIGKILL)
+            assert self.process is not None
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        if not self.alive:
             return
-        self.process.send_signal(signal.SIGTERM)
+        self.signal(signal.SIGTERM)
+        assert self.process is not None
         try:
-            self.process.wait(timeout=3)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.kill()
 
     def logs(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log.read_text(errors="replace")[-6000:]
 
     def threads(self) -> int:
         assert self.process is not None
@@ -172,12 +208,12 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 10) -> "RedisServer":
+    def start(self) -> "RedisServer":
         command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
         command += ["--save", "", "--appendonly", "no"]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        give_up = time.monotonic() + READY_BOUND_SECONDS
+        while time.monotonic() < give_up and self.process.poll() is None:
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", self.port)) == 0:
                     return self

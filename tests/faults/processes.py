@@ -3,7 +3,6 @@ test's Redis. Every process is started by a test and always reaped by it (SIGKIL
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -11,16 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from django.db import connection
 
+from tests.delivery.liveserver import READY_BOUND_SECONDS, LiveServer
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_database_url() -> str:
@@ -92,29 +86,12 @@ class Process:
         return Path(self.log.name).read_text(errors="replace")[-6000:]
 
 
-class Daphne(Process):
+class Daphne(LiveServer):
+    """The live server in a process group of its own, its connections named APPLICATION_NAME."""
+
     def __init__(self, **env: str) -> None:
-        self.port = free_port()
-        command = [sys.executable, "-m", "reviewhub.serve", "-b", "127.0.0.1", "-p", str(self.port)]
-        super().__init__([*command, "reviewhub.asgi:application"], base_env(**env), "daphne")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 90) -> "Daphne":
-        super().start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive:
-                raise RuntimeError(f"daphne exited early:\n{self.logs()}")
-            try:
-                httpx.get(self.url + "/api/v1/events", timeout=1)
-                return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"daphne did not start:\n{self.logs()}")
+        database_url = f"{test_database_url()}?application_name={APPLICATION_NAME}"
+        super().__init__(env={"DATABASE_URL": database_url, **env}, own_session=True)
 
 
 class CeleryWorker(Process):
@@ -126,9 +103,9 @@ class CeleryWorker(Process):
         command += ["--without-heartbeat", "-n", f"{name}@%h", "--loglevel=INFO"]
         super().__init__(command, base_env(**env), name)
 
-    def wait_ready(self, timeout: float = 30) -> "CeleryWorker":
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def wait_ready(self) -> "CeleryWorker":
+        give_up = time.monotonic() + READY_BOUND_SECONDS
+        while time.monotonic() < give_up:
             if not self.alive:
                 raise RuntimeError(f"worker exited early:\n{self.logs()}")
             if " ready." in self.logs():

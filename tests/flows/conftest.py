@@ -6,16 +6,13 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -23,6 +20,7 @@ from rest_framework.test import APIClient
 
 from elicitation.models import Agent, Queue, Scope
 from elicitation.queue import accounts
+from tests.delivery import liveserver
 
 FLOW_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -143,24 +141,17 @@ class LiveServer:
         return self.log.read_text(errors="replace")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def flows_live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """daphne in a subprocess on a free loopback port, against its own SQLite file, embedded mode (eager webhooks,
     in-memory channel layer), logging at DEBUG to a file the test can search."""
     workdir = tmp_path_factory.mktemp("flows-live")
-    port = free_port()
+    port = liveserver.free_port()
     password = "pw-" + secrets.token_urlsafe(12)
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "REDIS_URL", "SQLITE_TEST_PATH", "DJANGO_SETTINGS_MODULE"}
+        if key not in {"DATABASE_URL", "REDIS_URL", "SQLITE_TEST_PATH"}
     }
     env.update(
         {
@@ -181,7 +172,7 @@ def flows_live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live
         env=env,
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=liveserver.READY_BOUND_SECONDS,
     )
     setup = subprocess.run(
         [
@@ -196,43 +187,13 @@ def flows_live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live
         check=True,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=liveserver.READY_BOUND_SECONDS,
     )
     (line,) = [item for item in setup.stdout.splitlines() if item.startswith("LIVE-SETUP ")]
     agent_key = json.loads(line.removeprefix("LIVE-SETUP "))["agent_key"]
-    log = workdir / "server.log"
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [
-                str(Path(python).with_name("daphne")),
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "reviewhub.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    base_url = f"http://127.0.0.1:{port}"
+    # Embedded mode whatever the test run's own leg: SQLite file of its own, no Redis.
+    server = liveserver.LiveServer(env={**env, "DATABASE_URL": "", "REDIS_URL": ""}, port=port).start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"live server did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.2)
-        yield LiveServer(base_url, workdir / "live.sqlite3", log, agent_key, "rita", password)
+        yield LiveServer(server.url, workdir / "live.sqlite3", server.log, agent_key, "rita", password)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+        server.stop()

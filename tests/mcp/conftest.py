@@ -7,12 +7,7 @@ of being skipped (`make test` installs `.[dev,mcp]`).
 
 import asyncio
 import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,17 +22,11 @@ from mcp import StdioServerParameters
 from elicitation.models import Queue
 from elicitation.queue import accounts
 from reviewhub_client import AsyncReviewHubClient
-from tests.delivery.liveserver import test_database_env
+from tests.delivery.liveserver import LiveServer, test_database_env
 
 REPO = Path(__file__).resolve().parents[2]
 SERVERS = Path(__file__).resolve().parent / "servers"
 QUEUE = "mcp-review"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -54,61 +43,21 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     }
 
 
-class LiveReviewHub:
-    """One daphne process serving reviewhub.asgi (Django, the agent API and /mcp/)."""
+class LiveReviewHub(LiveServer):
+    """The live server as the MCP tests run it: Django, the agent API and /mcp/, with the in-process sweeper."""
 
     def __init__(self, **env: str) -> None:
-        self.env = env
-        self.port = free_port()
-        self.log = Path(tempfile.mkstemp(prefix="rh-mcp-daphne-", suffix=".log")[1])
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 120) -> "LiveReviewHub":
-        command = [sys.executable, "-m", "reviewhub.serve", "-b", "127.0.0.1", "-p", str(self.port)]
-        self.process = subprocess.Popen(
-            [*command, "reviewhub.asgi:application"],
-            cwd=REPO,
-            # The in-process sweeper expires overdue requests, as in the embedded deployment.
-            env=subprocess_env(
-                **{
-                    "PERIODIC_SWEEPS_IN_PROCESS": "true",
-                    "SWEEP_INTERVAL_SECONDS": "1",
-                    # ask_reviewer's progress beat: a second, so a test can outwait a short host timeout quickly.
-                    "MCP_PROGRESS_INTERVAL_SECONDS": "1",
-                    **self.env,
-                }
-            ),
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
+        super().__init__(
+            env={
+                "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+                # The in-process sweeper expires overdue requests, as in the embedded deployment.
+                "PERIODIC_SWEEPS_IN_PROCESS": "true",
+                "SWEEP_INTERVAL_SECONDS": "1",
+                # ask_reviewer's progress beat: a second, so a test can outwait a short host timeout quickly.
+                "MCP_PROGRESS_INTERVAL_SECONDS": "1",
+                **env,
+            }
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited early:\n{self.logs()}")
-            try:
-                httpx.get(self.url + "/healthz", timeout=1)
-                return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"daphne did not start:\n{self.logs()}")
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
-
-    def logs(self) -> str:
-        return self.log.read_text(errors="replace")[-6000:]
 
 
 # Package scope: its sweeper writes to the shared test database every second, so it must be gone before

@@ -20,6 +20,7 @@ from mcp.types import CallToolResult
 from elicitation.models import ElicitationRequest
 from reviewhub_client import AsyncReviewHubClient, ReviewHubClient
 from reviewhub_client.mcp_bridge import ReviewHubElicitation
+from tests.delivery.liveserver import free_port
 from tests.mcp.conftest import (
     REPO,
     SERVERS,
@@ -27,7 +28,6 @@ from tests.mcp.conftest import (
     ScriptedReviewer,
     agent_requests,
     approvals_stdio,
-    free_port,
 )
 from tests.mcp.servers.approvals import server as approvals
 
