@@ -5,10 +5,12 @@ With nothing set, ReviewHub runs embedded: SQLite (WAL), an in-memory channel la
 """
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
 from csp.constants import NONE, SELF
+from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from reviewhub.rates import Rate, parse_rate
@@ -66,6 +68,27 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_origins(name: str) -> list[str]:
+    """Comma-separated web origins, `scheme://host[:port]`, written as browsers send them (lower case, no default
+    port), so that an `Origin` header compares equal: `https://App.example:443` lists `https://app.example`."""
+    origins: list[str] = []
+    for item in env_list(name, []):
+        # Scheme, host (a name, IPv4 or bracketed IPv6), port; nothing after it, not even a slash.
+        match = re.fullmatch(
+            r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(?::([0-9]{1,5}))?", item, re.IGNORECASE
+        )
+        port = int(match.group(3)) if match and match.group(3) else None
+        if match is None or port == 0 or (port is not None and port > 65535):
+            raise ImproperlyConfigured(
+                f"{name} entry {item!r} is not a web origin; write scheme://host[:port] with http or https, "
+                "no path, no trailing slash (e.g. https://app.example.com or http://localhost:5173)."
+            )
+        scheme, host = match.group(1).lower(), match.group(2).lower()
+        default_port = 443 if scheme == "https" else 80
+        origins.append(f"{scheme}://{host}" + ("" if port in (None, default_port) else f":{port}"))
+    return origins
 
 
 def env_rate(name: str, default: str) -> Rate | None:
@@ -164,6 +187,21 @@ MIDDLEWARE = [
     # 429 for a sign-in attempt on a username locked after repeated failures (elicitation.reviewer.login_throttle).
     "elicitation.reviewer.login_throttle.LoginThrottleMiddleware",
 ]
+
+# --- Browsers on another origin (django-cors-headers; README "Browsers on another origin") ----------------------
+# Off unless origins are listed. Only what an agent key opens: reviewer pages, the reviewer API (which takes session
+# cookies), admin and OAuth consent stay same-origin. No cookies cross: agents send their key in Authorization.
+CORS_ALLOWED_ORIGINS = env_origins("CORS_ALLOWED_ORIGINS")
+CORS_URLS_REGEX = r"^/api/v1/(requests|events|ws-ticket|flows)(/|$)"
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_METHODS = ["GET", "POST"]
+CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-key"]
+# The clients wait as long as Retry-After says on a 429 or 503; a page cannot read it unless it is exposed.
+CORS_EXPOSE_HEADERS = ["retry-after"]
+if CORS_ALLOWED_ORIGINS:
+    INSTALLED_APPS.append("corsheaders")  # its system checks
+    # First, so that answers made further down the chain (413, 429, 503) carry the headers a page needs to read them.
+    MIDDLEWARE.insert(0, "corsheaders.middleware.CorsMiddleware")
 
 ROOT_URLCONF = "reviewhub.urls"
 ASGI_APPLICATION = "reviewhub.asgi.application"
@@ -346,8 +384,19 @@ LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60, 
 MCP_RESOURCE_URL = PUBLIC_URL + "/mcp"
 # While ask_reviewer waits for a human, a progress notification every this many seconds keeps the host waiting.
 MCP_PROGRESS_INTERVAL_SECONDS = env_int("MCP_PROGRESS_INTERVAL_SECONDS", 15, minimum=1)
+# RFC 7591 registrations per client address (an IPv6 one by its /64), "off" for none; past it 429 and nothing is
+# stored (elicitation/mcp/oauth_registration.py). Counted in the cache like AGENT_RATE.
+OAUTH_REGISTRATION_RATE = env_rate("OAUTH_REGISTRATION_RATE", "10/hour")
+# Client secrets are 128 random characters the server picks; Django's default hasher (PBKDF2, 1M rounds) made each
+# registration and each token request naming a client cost ~0.32 s of CPU. Their own hasher takes ~0.3 ms; listed
+# last, it is never used for a person's password (elicitation/mcp/oauth_registration.py).
+PASSWORD_HASHERS = [
+    *global_settings.PASSWORD_HASHERS,
+    "elicitation.mcp.oauth_registration.ClientSecretHasher",
+]
 OAUTH2_PROVIDER = {
     "OAUTH2_VALIDATOR_CLASS": "elicitation.mcp.oauth.ReviewHubOAuth2Validator",
+    "CLIENT_SECRET_HASHER": "client_secret_pbkdf2_sha256",  # ClientSecretHasher.algorithm
     "SCOPES": {"mcp": "Use ReviewHub's MCP tools as the agent and queues you choose"},
     "DEFAULT_SCOPES": ["mcp"],
     "PKCE_REQUIRED": True,

@@ -6,4 +6,8 @@ the servers the tests start inherit DJANGO_SETTINGS_MODULE, so they check the sa
 
 from reviewhub.settings import *  # noqa: F403
 
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.MD5PasswordHasher",
+    # OAuth client secrets keep their own hasher, named by OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"].
+    "elicitation.mcp.oauth_registration.ClientSecretHasher",
+]

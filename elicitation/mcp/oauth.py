@@ -9,15 +9,23 @@ adds only what is ReviewHub's own:
   issued from it carries `grant:<id>` in its scope, so refreshed tokens keep it too;
 - the resource check: an authorization request must name this server (`settings.MCP_RESOURCE_URL`), and the MCP
   door accepts only tokens bound to it (`principal_for_token`);
-- the validator that lets the `grant:<id>` scope through only for the client it was granted to.
+- the validator that lets the `grant:<id>` scope through only for the client it was granted to, and that treats a
+  second use of an authorization code as the theft it signals (RFC 6749 §4.1.2): refused, and the consent the code
+  carried revoked with every token issued from it;
+- RFC 9700 §4.11.2: only clients an operator created (in the admin) get errors redirected to them. Anyone can
+  register a client, so anyone could otherwise use ReviewHub as an open redirector (a link with a foreign
+  `resource` or a bad scope, bounced to the attacker's registered URI); their errors are ReviewHub's own page.
+
+Client registration, its rate and its cost, is `oauth_registration.py`.
 """
 
 import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from django import forms
 from django.conf import settings
@@ -26,10 +34,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.forms import AllowForm
-from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
 from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, OAuthProtectedResourceMetadataView
-from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidGrantError
 
 from elicitation.models import Agent, McpGrant, Queue
 from elicitation.queue import access, clock
@@ -43,6 +57,15 @@ GRANT_SCOPE_PREFIX = "grant:"
 def resource_matches(value: str) -> bool:
     """RFC 8707: the one resource ReviewHub issues tokens for (a trailing slash names the same endpoint)."""
     return value.rstrip("/") == settings.MCP_RESOURCE_URL
+
+
+def errors_redirect_to(application: Any) -> bool:
+    """Whether an authorization error may be sent to the client's redirect URI (RFC 6749 §4.1.2.1) rather than shown
+    on ReviewHub's page: only for a client an operator created. One registered by anyone (RFC 7591 or a metadata
+    document) is not trusted with automatic redirects (RFC 9700 §4.11.2); nor is a client ReviewHub cannot name."""
+    return (
+        application is not None and application.registration_source == application.RegistrationSource.MANUAL
+    )
 
 
 def grant_id_in(scopes: list[str]) -> uuid.UUID | None:
@@ -137,6 +160,13 @@ def record_consent(
     return grant
 
 
+# What the page says for errors oauthlib raises without a description.
+UNDESCRIBED_ERRORS = {
+    "invalid_scope": f"The scope parameter may only be {MCP_SCOPE!r}.",
+    "login_required": "Sign in to ReviewHub, then connect the MCP host again.",
+}
+
+
 def _oauth_error(error: str, description: str, state: str | None, redirect_uri: str) -> OAuthToolkitError:
     return OAuthToolkitError(
         error=CustomOAuth2Error(error=error, description=description, state=state), redirect_uri=redirect_uri
@@ -144,7 +174,8 @@ def _oauth_error(error: str, description: str, state: str | None, redirect_uri: 
 
 
 class McpAuthorizationView(AuthorizationView):
-    """DOT's authorization endpoint with ReviewHub's consent page and the RFC 8707 resource check."""
+    """DOT's authorization endpoint with ReviewHub's consent page, the RFC 8707 resource check, and errors shown
+    here rather than redirected unless the client is trusted (`errors_redirect_to`)."""
 
     template_name = "oauth/authorize.html"
     form_class = ConsentForm
@@ -165,7 +196,8 @@ class McpAuthorizationView(AuthorizationView):
         if len(resources) != 1 or not resource_matches(resources[0]):
             refusal = _oauth_error(
                 "invalid_target",
-                f"Tokens are only issued for {settings.MCP_RESOURCE_URL}.",
+                f"The resource parameter must be {settings.MCP_RESOURCE_URL}: "
+                "ReviewHub issues tokens for its own MCP endpoint only.",
                 state,
                 redirect_uri,
             )
@@ -174,9 +206,36 @@ class McpAuthorizationView(AuthorizationView):
             refusal = _oauth_error("invalid_request", "PKCE with S256 is required.", state, redirect_uri)
             return self.error_response(refusal, application)  # type: ignore[no-any-return]
         if set(scopes) - {MCP_SCOPE}:
-            refusal = _oauth_error("invalid_scope", f"The only scope is {MCP_SCOPE!r}.", state, redirect_uri)
+            refusal = _oauth_error(
+                "invalid_scope", f"The scope parameter may only be {MCP_SCOPE!r}.", state, redirect_uri
+            )
             return self.error_response(refusal, application)  # type: ignore[no-any-return]
         return super().get(request, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def error_response(self, error: OAuthToolkitError, application: Any, **kwargs: Any) -> HttpResponse:
+        # DOT passes no application for an error found while validating the request; the error still names the
+        # client, and a trusted one keeps its redirect.
+        client_id = getattr(error.oauthlib_error, "client_id", None)
+        if application is None and client_id:
+            application = get_application_model().objects.filter(client_id=client_id).first()
+        return super().error_response(error, application, **kwargs)  # type: ignore[no-any-return]
+
+    def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
+        """Every answer DOT sends back to a client passes here: a code, a refusal, a declined consent, `prompt=none`
+        while signed out. One carrying an error goes to an untrusted client only if the person chooses to."""
+        outcome = dict(parse_qsl(urlsplit(redirect_to).query))
+        if "error" not in outcome or errors_redirect_to(application):
+            return super().redirect(redirect_to, application)  # type: ignore[no-any-return]
+        if outcome["error"] == "access_denied":
+            # The person said no: ReviewHub tells them nothing was granted, and the host hears of it only if they
+            # follow the link (RFC 9700 §4.11.2: inform the user and rely on them to decide).
+            return self.render_to_response(
+                {"declined": True, "return_url": redirect_to, "return_to": urlsplit(redirect_to).netloc}
+            )
+        description = outcome.get("error_description") or UNDESCRIBED_ERRORS.get(outcome["error"], "")
+        return self.render_to_response(
+            {"error": {"error": outcome["error"], "description": description}}, status=400
+        )
 
     def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
         response: HttpResponse = super().render_to_response(context, **kwargs)
@@ -248,8 +307,76 @@ class McpProtectedResourceMetadataView(OAuthProtectedResourceMetadataView):
 # --- the validator ----------------------------------------------------------------------------------------------------
 
 
+REDEEMED_CODE_PREFIX = "redeemed:"
+
+
+class CodeUsedTwice(InvalidGrantError):  # type: ignore[misc]
+    """`invalid_grant` for the exchange that lost a race for one code. It is raised after the token endpoint's own
+    validation, where oauthlib adds no headers of its own, so it names its JSON body and forbids caching itself."""
+
+    description = "This authorization code was used twice; the tokens issued from it are revoked."
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Content-Type": "application/json", "Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def redeemed_code(code: str) -> str:
+    """What the row of a redeemed authorization code holds instead of the code: its checksum."""
+    return REDEEMED_CODE_PREFIX + hashlib.sha256(code.encode()).hexdigest()
+
+
+def revoke_consent_of_replayed_code(scopes: list[str], client_id: str) -> None:
+    """A code used twice was seen by someone else (RFC 6749 §4.1.2): its consent is revoked and every token issued
+    from it deleted, refresh tokens included. The consent is the code's own (one per allowed authorization), so
+    nothing else the host holds is touched; the person consents again."""
+    grant_id = grant_id_in(scopes)
+    if grant_id is None:  # a code without a consent gives tokens the MCP door refuses anyway
+        return
+    scope = f"{GRANT_SCOPE_PREFIX}{grant_id}"
+    with transaction.atomic():
+        McpGrant.objects.filter(pk=grant_id, revoked_at__isnull=True).update(revoked_at=clock.now())
+        get_refresh_token_model().objects.filter(access_token__scope__contains=scope).delete()
+        get_access_token_model().objects.filter(scope__contains=scope).delete()
+    logger.warning(
+        "MCP OAuth: an authorization code of client %r was used twice; consent %s and its tokens revoked",
+        client_id,
+        grant_id,
+    )
+
+
 class ReviewHubOAuth2Validator(OAuth2Validator):
-    """DOT's validator; a `grant:<id>` scope is valid only for the client (and user) it was granted to."""
+    """DOT's validator; a `grant:<id>` scope is valid only for the client (and user) it was granted to, and an
+    authorization code used a second time revokes what the first use was given.
+
+    DOT deletes a code's row when it is redeemed, so a replay looks like any unknown code and the tokens from the
+    first use live on. Here the row stays, its code replaced by the code's checksum (the code itself is not kept),
+    for as long as a refresh token from it may live: a second use finds it and revokes."""
+
+    def validate_code(
+        self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        if super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return True
+        redeemed = get_grant_model().objects.filter(code=redeemed_code(code), application=client).first()
+        if redeemed is not None:
+            revoke_consent_of_replayed_code(str(redeemed.scope).split(), str(client.client_id))
+        return False
+
+    def invalidate_authorization_code(
+        self, client_id: str, code: str, request: Any, *args: Any, **kwargs: Any
+    ) -> None:
+        remembered_until = clock.now() + timedelta(seconds=oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS)
+        # Compare-and-set on the code: of two exchanges that both passed validate_code, one rewrites the row.
+        redeemed = (
+            get_grant_model()
+            .objects.filter(code=code, application=request.client)
+            .update(code=redeemed_code(code), expires=remembered_until)
+        )
+        if not redeemed:
+            # The other exchange won; both were uses of one code, and this one's tokens are already saved.
+            revoke_consent_of_replayed_code(list(request.scopes or []), str(request.client.client_id))
+            raise CodeUsedTwice(request=request)
 
     def validate_scopes(
         self, client_id: str, scopes: list[str], client: Any, request: Any, *args: Any, **kwargs: Any

@@ -171,9 +171,11 @@ def test_an_authorization_without_pkce_or_with_plain_pkce_is_refused(world: dict
     del params["code_challenge"], params["code_challenge_method"]
     missing = world["browser"].get("/oauth/authorize/", params)
 
+    # On ReviewHub's page: a registered client is not redirected to (RFC 9700 §4.11.2).
     for response in (plain, missing):
-        assert response.status_code == 302
-        assert "error=invalid_request" in response["Location"]
+        assert response.status_code == 400
+        assert not response.has_header("Location")
+        assert b"invalid_request" in response.content
 
 
 def test_an_authorization_for_another_resource_is_refused(world: dict[str, Any]) -> None:
@@ -183,9 +185,10 @@ def test_an_authorization_for_another_resource_is_refused(world: dict[str, Any])
         response = world["browser"].get(
             "/oauth/authorize/", authorize_params(client_id, challenge, resource=resource)
         )
-        assert response.status_code == 302
-        assert response["Location"].startswith(REDIRECT)
-        assert "error=invalid_target" in response["Location"]
+        # ReviewHub's page, not a redirect (tests/mcp/test_oauth_hardening.py).
+        assert response.status_code == 400
+        assert not response.has_header("Location")
+        assert b"invalid_target" in response.content
     assert not McpGrant.objects.exists()
 
 
@@ -248,14 +251,14 @@ def test_the_consent_page_offers_only_agents_on_supervised_queues(world: dict[st
     assert b"stranger" not in page.content
 
 
-def test_denying_consent_redirects_with_access_denied_and_records_nothing(world: dict[str, Any]) -> None:
+def test_denying_consent_records_nothing_and_leaves_the_way_back_to_the_person(world: dict[str, Any]) -> None:
     client_id = register(Client())["client_id"]
     _, challenge = pkce()
     page = world["browser"].get("/oauth/authorize/", authorize_params(client_id, challenge))
     form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
     response = world["browser"].post("/oauth/authorize/", {**form, "deny": "1"})
-    assert response.status_code == 302
-    assert "error=access_denied" in response["Location"]
+    assert response.status_code == 200  # a registered client is not redirected to unasked (RFC 9700 §4.11.2)
+    assert "error=access_denied" in response.context["return_url"]
     assert not McpGrant.objects.exists()
 
 
