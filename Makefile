@@ -17,11 +17,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev,mcp]"
 	@touch $(STAMP)
 
+# `make run PORT=8123`: links, hosted flows and the OAuth issuer name the address served unless PUBLIC_URL is set
+# (a wildcard HOST is opened at loopback, an IPv6 one in brackets). Exported to every command, so doctor checks
+# what the server runs with; doctor only prints there, it never stops the run.
+RUN_URL_HOST = $(if $(filter 0.0.0.0,$(HOST)),127.0.0.1,$(if $(filter ::,$(HOST)),[::1],$(if $(findstring :,$(HOST)),[$(HOST)],$(HOST))))
+RUN_ENV = export PUBLIC_URL="$${PUBLIC_URL:-http://$(RUN_URL_HOST):$(PORT)}" DEBUG="$${DEBUG:-true}";
+
 run: $(STAMP)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py seed_demo
-	@echo "ReviewHub on http://$(HOST):$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
-	DEBUG=$${DEBUG:-true} $(BIN)/python -m reviewhub.serve -b $(HOST) -p $(PORT) reviewhub.asgi:application
+	@$(RUN_ENV) set -e; \
+	$(BIN)/python manage.py migrate --noinput; \
+	$(BIN)/python manage.py seed_demo; \
+	$(BIN)/python manage.py doctor --warnings-only --skip server; \
+	echo "ReviewHub on $$PUBLIC_URL/  (API docs: /api/docs/, admin: /admin/)"; \
+	exec $(BIN)/python -m reviewhub.serve -b $(HOST) -p $(PORT) reviewhub.asgi:application
 
 # Browser tests drive Debian's Chromium; install it when we can (root with apt), otherwise say so loudly.
 browser:

@@ -215,11 +215,14 @@ def test_no_key_at_all_is_still_called_missing() -> None:
 
 
 @pytest.mark.django_db
-def test_seed_demo_fills_the_queue_with_every_kind_of_request_and_prints_an_admin_login() -> None:
+def test_seed_demo_fills_the_queue_with_every_kind_of_request_and_prints_an_admin_login(
+    tmp_path: Path,
+) -> None:
+    credentials = str(tmp_path / "demo-credentials.json")
     first = io.StringIO()
-    call_command("seed_demo", stdout=first)
+    call_command("seed_demo", "--credentials-file", credentials, stdout=first)
     second = io.StringIO()
-    call_command("seed_demo", stdout=second)
+    call_command("seed_demo", "--credentials-file", credentials, stdout=second)
 
     requests = ElicitationRequest.objects.filter(queue__slug="default")
     assert requests.count() == 4  # still idempotent

@@ -39,7 +39,7 @@ def last_line(*args):
 
 queues = os.environ["RH_TS_QUEUES"]
 print(json.dumps({
-    "agentKey": last_line("create_agent", "ts-agent", "--queues", queues),
+    "agentKey": last_line("create_agent", "ts-agent", "--queues", queues, "--create-queues"),
     "otherAgentKey": last_line("create_agent", "ts-other-agent", "--queues", queues),
     "reviewerToken": last_line("create_reviewer", "ts-reviewer", "--queues", queues, "--token"),
 }))

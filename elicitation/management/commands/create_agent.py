@@ -2,6 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from elicitation.management.queue_arguments import add_queue_arguments, checked_queue_slugs
 from elicitation.models import Agent, Scope
 from elicitation.queue import accounts
 from elicitation.queue.keys import webhook_secret
@@ -12,15 +13,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
-        parser.add_argument(
-            "--queues", required=True, help="Comma-separated queue slugs; missing ones are created."
-        )
+        add_queue_arguments(parser)
         parser.add_argument(
             "--scopes", default="requests", help=f"Comma-separated: {', '.join(Scope.values)}"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        queues = [slug.strip() for slug in options["queues"].split(",") if slug.strip()]
         scopes = [scope.strip() for scope in options["scopes"].split(",") if scope.strip()]
         unknown = set(scopes) - set(Scope.values)
         if unknown:
@@ -29,6 +27,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"An agent named {options['name']!r} exists; rotate its key in the admin instead."
             )
+        queues = checked_queue_slugs(options["queues"], create=options["create_queues"])
         agent, key = accounts.create_agent(options["name"], queue_slugs=queues, scopes=scopes)
         self.stdout.write(
             f"Agent {agent.name!r} on queues {', '.join(queues)} with scopes {', '.join(scopes)}."

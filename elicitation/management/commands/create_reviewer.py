@@ -6,6 +6,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from elicitation.management.queue_arguments import add_queue_arguments, checked_queue_slugs
 from elicitation.queue import accounts
 
 
@@ -14,9 +15,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
-        parser.add_argument(
-            "--queues", required=True, help="Comma-separated queue slugs; missing ones are created."
-        )
+        add_queue_arguments(parser)
         parser.add_argument(
             "--password-file", help="Read the password from this file (else the account has none)."
         )
@@ -38,6 +37,7 @@ class Command(BaseCommand):
                 validate_password(password, candidate)
             except ValidationError as exc:
                 raise CommandError("The password is too weak: " + " ".join(exc.messages)) from None
+        slugs = checked_queue_slugs(options["queues"], create=options["create_queues"])
         user, created = user_model.objects.get_or_create(username=options["username"])
         if options["email"]:
             user.email = options["email"]
@@ -46,7 +46,7 @@ class Command(BaseCommand):
         elif created:
             user.set_unusable_password()
         user.save()
-        queues = accounts.ensure_queues([s.strip() for s in options["queues"].split(",") if s.strip()])
+        queues = accounts.ensure_queues(slugs)
         for queue in queues:
             queue.members.add(user)
             if options["supervisor"]:
