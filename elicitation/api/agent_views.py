@@ -53,8 +53,6 @@ def parse_non_negative_int(raw: str | None, name: str) -> int:
 
 
 class RequestListView(AgentAPIView):
-    queue_read_with_key = True  # a create reads its queue in the key's statement (AgentKeyAuthentication)
-
     @extend_schema(
         operation_id="requests_create",
         request=s.CreateRequestSerializer,
@@ -85,7 +83,6 @@ class RequestListView(AgentAPIView):
             expires_in=data.get("expiresIn"),
             idempotency_key=idempotency_key,
             fingerprint=transitions.body_fingerprint(dict(request.data)) if idempotency_key else "",
-            queue_read=getattr(request, "queue_read", None),
         )
         return Response(
             s.RequestSerializer(created_request).data,

@@ -10,9 +10,8 @@ from typing import Any
 
 from django.conf import settings
 
-from elicitation.models import Agent, Queue, ReviewerToken
+from elicitation.models import Agent, ReviewerToken
 from elicitation.queue import prebuilt_sql
-from elicitation.queue.transitions.intake import agent_with_postable_queue
 
 
 @dataclass(frozen=True)
@@ -100,17 +99,6 @@ def agent_for_key(full_key: str) -> Agent | None:
         return None
     # The key prefix is unique; the SELECT is built once per process (queue/prebuilt_sql.py).
     return _verified(prebuilt_sql.get_by(Agent, "key_prefix", prefix), full_key)
-
-
-def agent_and_queue_for_key(full_key: str, queue_slug: str) -> tuple[Agent | None, Queue | None]:
-    """`agent_for_key`, and the queue `queue_slug` if that agent may post to it (transitions.postable_queue), read
-    in the same statement: a create needs both."""
-    prefix = split_prefix(full_key, "rh")
-    if prefix is None:
-        return None, None
-    agent, queue = agent_with_postable_queue(prefix, queue_slug)
-    verified = _verified(agent, full_key)
-    return verified, queue if verified is not None else None
 
 
 def agents_for_keys(full_keys: list[str]) -> dict[str, Agent | None]:

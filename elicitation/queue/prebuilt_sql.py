@@ -1,8 +1,8 @@
 """Statements of the hot paths built once per process from the models' metadata.
 
-Every create inserts a request and its audit row and reads the queue it posts to with that queue's policy, every
-agent call reads its key's row, and every transition locks its request with its queue, agent and holder: the ORM
-spent longer building those statements than the database running them. The SQL is the ORM's (the columns come from `_meta`, so a column another migration adds is written
+Every create inserts a request and its audit row, every agent call reads its key's row, and every transition
+locks its request with its queue, agent and holder: the ORM spent longer building those statements than the
+database running them. The SQL is the ORM's (the columns come from `_meta`, so a column another migration adds is written
 and read too) and values still go through each field's own preparation and converters.
 """
 
@@ -12,8 +12,6 @@ from typing import Any, cast
 
 from django.db import connection
 from django.db.models import Field, ForeignKey, Model
-
-from elicitation.models import Agent, Queue, QueuePolicy, ReachRule
 
 
 def _returns_pk(model: type[Model]) -> bool:
@@ -198,82 +196,3 @@ def get_with_related(
         key.set_cached_value(instance, instance_from_row(related, row[start:end]) if present else None)
         start = end
     return instance, list(row[start:])
-
-
-# The queue a create posts to, with its policy and its reach (transitions.intake turns the rows into instances).
-
-
-def _ref(table: str, column: str | None) -> str:
-    quote = connection.ops.quote_name
-    return f"{quote(table)}.{quote(str(column))}"
-
-
-@functools.cache
-def _queue_columns_sql(vendor: str) -> str:
-    """A queue's columns, its policy's (NULLs when it has none), and whether an arrival there reaches anyone beyond
-    the browser (reach rules of tier 0; one %s, the browser channel); built from the models' metadata, so a column
-    another module adds is read too. The FROM clause must join the queue and LEFT JOIN its policy."""
-    queue, policy, reach = Queue._meta, QueuePolicy._meta, ReachRule._meta
-    columns = [_ref(queue.db_table, f.column) for f in queue.concrete_fields]
-    columns += [_ref(policy.db_table, f.column) for f in policy.concrete_fields]
-    queue_pk = _ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
-    quote = connection.ops.quote_name
-    columns.append(
-        f"EXISTS (SELECT 1 FROM {quote(reach.db_table)} "  # noqa: S608 - model metadata only
-        f"WHERE {_ref(reach.db_table, reach.get_field('queue').column)} = {queue_pk} "
-        f"AND {_ref(reach.db_table, reach.get_field('tier').column)} = 0 "
-        f"AND {_ref(reach.db_table, reach.get_field('channel').column)} <> %s)"
-    )
-    return ", ".join(columns)
-
-
-def _policy_join_sql() -> str:
-    quote = connection.ops.quote_name
-    queue, policy = Queue._meta, QueuePolicy._meta
-    queue_pk = _ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
-    return (
-        f"LEFT OUTER JOIN {quote(policy.db_table)} "
-        f"ON {_ref(policy.db_table, policy.get_field('queue').column)} = {queue_pk}"
-    )
-
-
-@functools.cache
-def postable_queue_sql(vendor: str) -> str:
-    """SELECT a queue (by slug, among an agent's) with `_queue_columns_sql`."""
-    quote = connection.ops.quote_name
-    queue = Queue._meta
-    m2m = Agent._meta.get_field("queues")
-    through = m2m.remote_field.through._meta.db_table  # type: ignore[union-attr]
-    queue_pk = _ref(queue.db_table, queue.pk.column)  # type: ignore[union-attr]
-    return (
-        f"SELECT {_queue_columns_sql(vendor)} FROM {quote(queue.db_table)} "  # noqa: S608 - model metadata only
-        f"INNER JOIN {quote(through)} ON {_ref(through, m2m.m2m_reverse_name())} = {queue_pk} "  # type: ignore[attr-defined]
-        f"{_policy_join_sql()} "
-        f"WHERE {_ref(through, m2m.m2m_column_name())} = %s "  # type: ignore[attr-defined]
-        f"AND {_ref(queue.db_table, queue.get_field('slug').column)} = %s"
-    )
-
-
-@functools.cache
-def agent_with_postable_queue_sql(vendor: str) -> str:
-    """SELECT the agent with a key prefix, and in the same row the queue `slug` if the agent may post to it (its
-    columns NULL otherwise), with `_queue_columns_sql`."""
-    quote = connection.ops.quote_name
-    agent, queue = Agent._meta, Queue._meta
-    m2m = Agent._meta.get_field("queues")
-    through = m2m.remote_field.through._meta.db_table  # type: ignore[union-attr]
-    through_agent = _ref(through, m2m.m2m_column_name())  # type: ignore[attr-defined]
-    through_queue = _ref(through, m2m.m2m_reverse_name())  # type: ignore[attr-defined]
-    agent_columns = ", ".join(_ref(agent.db_table, f.column) for f in agent.concrete_fields)
-    agent_pk = _ref(agent.db_table, str(agent.pk.column))  # type: ignore[union-attr]
-    queue_pk = _ref(queue.db_table, str(queue.pk.column))  # type: ignore[union-attr]
-    queue_slug = _ref(queue.db_table, queue.get_field("slug").column)  # type: ignore[union-attr]
-    return (
-        f"SELECT {agent_columns}, {_queue_columns_sql(vendor)} "  # noqa: S608 - model metadata only
-        f"FROM {quote(agent.db_table)} "
-        f"LEFT OUTER JOIN {quote(through)} ON {through_agent} = {agent_pk} "
-        f"AND {through_queue} IN (SELECT {queue_pk} FROM {quote(queue.db_table)} WHERE {queue_slug} = %s) "
-        f"LEFT OUTER JOIN {quote(queue.db_table)} ON {queue_pk} = {through_queue} "
-        f"{_policy_join_sql()} "
-        f"WHERE {_ref(agent.db_table, agent.get_field('key_prefix').column)} = %s"  # type: ignore[union-attr]
-    )

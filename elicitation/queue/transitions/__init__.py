@@ -41,7 +41,6 @@ from elicitation.queue.transitions.deadlines import expire_if_overdue, expire_ov
 from elicitation.queue.transitions.drafts import save_draft
 from elicitation.queue.transitions.escalation import notify_next_tier, run_escalation_chain
 from elicitation.queue.transitions.intake import (
-    agent_with_postable_queue,
     body_fingerprint,
     create_request,
     parse_schema_questions,
@@ -53,7 +52,6 @@ from elicitation.queue.transitions.path import lock_request
 from elicitation.queue.transitions.quorum import respond_in_quorum
 
 __all__ = [
-    "agent_with_postable_queue",
     "body_fingerprint",
     "claim_next",
     "claim_request",

@@ -1,6 +1,5 @@
 """An agent's side of a request: create it (idempotently, through the queue's answer rules, which may decide it
-at once), withdraw it, and report that its URL flow completed. The queue an agent posts to is read with its
-policy in one statement built once per process (`prebuilt_sql.postable_queue_sql`)."""
+at once), withdraw it, and report that its URL flow completed."""
 
 import hashlib
 from datetime import timedelta
@@ -9,7 +8,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from elicitation.models import (
     OPEN_STATUSES,
@@ -19,7 +18,7 @@ from elicitation.models import (
     ElicitationRequest,
     Mode,
     Queue,
-    QueuePolicy,
+    ReachRule,
     Status,
 )
 from elicitation.queue import clock, prebuilt_sql, quorum, rules, schemas, signals
@@ -53,50 +52,18 @@ def parse_schema_questions(requested_schema: Any, *, allow_sensitive: bool = Fal
 
 
 def postable_queue(agent_id: int, slug: str) -> Queue | None:
-    """The queue `slug` if the agent may post to it, with its policy loaded (`queue.policy`, None-safe through
-    `rules.queue_policy`): what `agent.queues.filter(slug=…).select_related("policy").first()` returns. Every
-    create reads it, and the ORM spent several times longer building that query than the database running it,
-    so its SQL is built once per process. `queue.arrival_reach` says whether an arrival is news for a reach rule
-    (delivery/reach_receivers.py), which every create would otherwise ask in a query of its own."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            prebuilt_sql.postable_queue_sql(connection.vendor), [Channel.BROWSER.value, agent_id, slug]
-        )
-        row = cursor.fetchone()
-    return None if row is None else _queue_from_row(row)
-
-
-def agent_with_postable_queue(key_prefix: str, slug: str) -> tuple[Agent | None, Queue | None]:
-    """The agent with this key prefix (unchecked: see keys.agent_and_queue_for_key), and what
-    `postable_queue(agent, slug)` would return for it, in one round trip."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            prebuilt_sql.agent_with_postable_queue_sql(connection.vendor),
-            [Channel.BROWSER.value, slug, key_prefix],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None, None
-    split = len(Agent._meta.concrete_fields)
-    agent: Agent = prebuilt_sql.instance_from_row(Agent, row[:split])
-    queue_pk = row[split + Queue._meta.concrete_fields.index(Queue._meta.pk)]
-    return agent, None if queue_pk is None else _queue_from_row(row[split:])
-
-
-def _queue_from_row(row: Any) -> Queue:
-    """The queue, its policy (or None) and `arrival_reach` from the queue's part of a row of
-    `prebuilt_sql.postable_queue_sql` or `prebuilt_sql.agent_with_postable_queue_sql`."""
-    *row, arrival_reach = row
-    split = len(Queue._meta.concrete_fields)
-    queue: Queue = prebuilt_sql.instance_from_row(Queue, row[:split])
-    queue.arrival_reach = bool(arrival_reach)  # type: ignore[attr-defined]
-    policy_pk = row[split + QueuePolicy._meta.concrete_fields.index(QueuePolicy._meta.pk)]
-    policy = prebuilt_sql.instance_from_row(QueuePolicy, row[split:]) if policy_pk is not None else None
-    # What select_related leaves: the reverse one-to-one cached (None too, so reading it runs no query).
-    Queue._meta.get_field("policy").set_cached_value(queue, policy)  # type: ignore[union-attr]
-    if policy is not None:
-        QueuePolicy._meta.get_field("queue").set_cached_value(policy, queue)  # type: ignore[union-attr]
-    return queue
+    """The queue `slug` if the agent may post to it, in one query with what intake reads of it: its policy
+    (`rules.queue_policy`, None without a query when it has none) and `arrival_reach`, whether an arrival there
+    is news for a reach rule beyond the browser (delivery/reach_receivers.py reads it instead of asking again)."""
+    reaches_beyond_browser = ReachRule.objects.filter(queue=OuterRef("pk"), tier=0).exclude(
+        channel=Channel.BROWSER
+    )
+    return (
+        Queue.objects.filter(agents=agent_id, slug=slug)
+        .select_related("policy")
+        .annotate(arrival_reach=Exists(reaches_beyond_browser))
+        .first()
+    )
 
 
 def create_request(
@@ -115,18 +82,13 @@ def create_request(
     idempotency_key: str | None = None,
     fingerprint: str = "",
     allow_sensitive: bool = False,
-    queue_read: tuple[str, Queue | None] | None = None,
 ) -> tuple[ElicitationRequest, bool]:
-    """Queue a request. With an idempotency key a retry returns the first request; returns (request, created).
-    `queue_read` is (slug, postable_queue(agent, slug)) when the caller read it already, with the agent's key."""
+    """Queue a request. With an idempotency key a retry returns the first request; returns (request, created)."""
     if idempotency_key:
         existing = _find_idempotent(agent, idempotency_key, fingerprint)
         if existing is not None:
             return existing, False
-    if queue_read is not None and queue_read[0] == queue_slug:
-        queue = queue_read[1]
-    else:
-        queue = postable_queue(agent.pk, queue_slug)
+    queue = postable_queue(agent.pk, queue_slug)
     if queue is None:
         raise InvalidInput("Unknown queue.", {"queue": "unknown queue, or not one this key may post to"})
     questions: list[dict[str, Any]] = []
