@@ -1,4 +1,7 @@
-"""One exception handler: domain errors and DRF errors alike become `{code, detail, fields}` with the right status."""
+"""One exception handler: domain errors and DRF errors alike become `{code, detail, fields}` with the right status.
+
+The bodies themselves (`domain_error_body`, `invalid_input`, `throttled_body`) are built by functions the MCP door
+calls too (elicitation/mcp/service_calls.py, tools.py), so a refusal reads the same whichever door it came through."""
 
 import logging
 import sys
@@ -15,7 +18,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from elicitation.queue.errors import DomainError
+from elicitation.queue.errors import DomainError, InvalidInput
 from elicitation.queue.keys import bearer_token
 
 logger = logging.getLogger(__name__)
@@ -71,6 +74,25 @@ def domain_error_body(exc: DomainError) -> dict[str, Any]:
     return body
 
 
+# What REST says of a body its serializer refuses; the MCP door says it of the tool arguments it refuses.
+INVALID_DETAIL = "The request is not valid."
+
+
+def invalid_input(detail: Any) -> InvalidInput:
+    """A serializer's (or an argument validator's) refusal as the domain's `invalid` error, with the fields flattened
+    as `{"field.path": "reason"}`: every door then answers it with `domain_error_body`."""
+    return InvalidInput(INVALID_DETAIL, flatten_errors(detail))
+
+
+def throttled_body(retry_after: int | None) -> dict[str, Any]:
+    """Over the caller's rate (429): DRF's words, and the seconds to wait in the body as well as in Retry-After,
+    because an MCP tool error has no headers to carry them."""
+    body = error_body("throttled", str(exceptions.Throttled(wait=retry_after).detail))
+    if retry_after is not None:
+        body["retryAfter"] = retry_after
+    return body
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
         return Response(domain_error_body(exc), status=http_status(exc))
@@ -93,7 +115,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        response.data = error_body("invalid", "The request is not valid.", flatten_errors(exc.detail))
+        response.data = domain_error_body(invalid_input(exc.detail))
+    elif isinstance(exc, exceptions.Throttled):
+        response.data = throttled_body(getattr(exc, "wait", None))  # set by DRF, missing from its stubs
     elif isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         response.status_code = status.HTTP_401_UNAUTHORIZED
         detail = str(exc.detail)

@@ -3,10 +3,11 @@
 Streamable HTTP at `/mcp/`, built with the official SDK (`mcp`, the optional `reviewhub[mcp]` extra). This module
 mounts it in front of Django; the rest lives beside it:
 
-- `tools.py`: the tools and their parameters, registered on the SDK's `MCPServer` (`build_server`);
+- `tools.py`: the tools and their parameters, registered on `ReviewHubMCPServer` (`build_server`), the SDK's
+  server with REST's door rules around every call: the agent's AGENT_RATE, and refusals as REST's error body;
 - `tool_actions.py`: what each tool does, through the same transitions and serializers as the REST API;
 - `results.py`: what the tools return; `callers.py`: who is calling (agent key or OAuth token);
-- `service_calls.py`: the hop off the event loop and the one mapping of domain errors to MCP tool errors;
+- `service_calls.py`: the hop off the event loop, and refusals as MCP tool errors carrying REST's error body;
 - `request_tasks.py`: the Tasks extension's backend over request rows.
 
 Why the session manager is started here: the SDK's `StreamableHTTPSessionManager.run()` must be running (it owns

@@ -6,6 +6,7 @@ doors."""
 
 import asyncio
 import contextlib
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.conf import settings
 from mcp.server.mcpserver import Context
 
 from elicitation.api import serializers as s
+from elicitation.api.errors import invalid_input
 from elicitation.api.flow_views import CreateFlowSerializer
 from elicitation.delivery.long_poll import wait_for_request
 from elicitation.flows import hosted_flows
@@ -22,7 +24,7 @@ from elicitation.mcp.results import QueueInfo, ReviewRequest, represent
 from elicitation.mcp.service_calls import call_service, database_call
 from elicitation.models import ElicitationRequest, Queue
 from elicitation.queue import access, clock, selectors, transitions
-from elicitation.queue.errors import DomainError, InvalidInput, NotFoundError
+from elicitation.queue.errors import DomainError, NotFoundError
 
 TERMINAL = ("completed", "expired", "withdrawn")
 
@@ -32,8 +34,8 @@ def wait_cap(seconds: int) -> int:
 
 
 def _invalid(serializer: Any) -> DomainError:
-    fields = {name: " ".join(str(e) for e in errors) for name, errors in serializer.errors.items()}
-    return InvalidInput("Invalid arguments.", fields)
+    # REST's words and field paths for the same refusal: `POST /api/v1/requests` answers this very body.
+    return invalid_input(serializer.errors)
 
 
 def queue_infos(caller: Caller) -> list[QueueInfo]:
@@ -100,14 +102,22 @@ def open_secret_flow(caller: Caller, body: dict[str, Any]) -> tuple[str, ReviewR
     return str(flow.pk), represent(flow.request)
 
 
-def owned_request(caller: Caller, request_id: str) -> ElicitationRequest:
-    """One of the caller's own requests, in a queue its consent covers; anything else is "no such request"."""
+def request_uuid(request_id: str) -> uuid.UUID:
+    """A tool's `id` argument as a request id. REST's URL only routes UUIDs; a tool gets any string, and the UUID
+    column would refuse a malformed one with Django's ValidationError, which is no domain error (a crash, three
+    tracebacks in the log and a bare "Error executing tool")."""
     try:
-        request = access.owned_request(caller.agent_id, request_id)
-    except NotFoundError:
-        request = None
-    if request is None or not caller.sees(request):
-        raise NotFoundError("No such request.", {"id": "not one of this agent's requests"})
+        return uuid.UUID(request_id)
+    except ValueError:  # DRF's words for a UUID field it refuses
+        raise invalid_input({"id": ["Must be a valid UUID."]}) from None
+
+
+def owned_request(caller: Caller, request_id: str) -> ElicitationRequest:
+    """One of the caller's own requests, in a queue its consent covers; anything else is "no such request", in the
+    words `GET /api/v1/requests/{id}` uses."""
+    request = access.owned_request(caller.agent_id, request_uuid(request_id))
+    if not caller.sees(request):
+        raise NotFoundError("No such request.")
     return request
 
 
@@ -121,9 +131,9 @@ def open_requests(caller: Caller, queue: str | None) -> list[ReviewRequest]:
 
 
 def withdraw_request(caller: Caller, request_id: str) -> ReviewRequest:
-    owned_request(caller, request_id)
+    owned = owned_request(caller, request_id)
     agent = load_agent(caller.agent_id)
-    return represent(transitions.withdraw_request(request_id, agent=agent))  # type: ignore[arg-type]
+    return represent(transitions.withdraw_request(owned.pk, agent=agent))
 
 
 def progress_interval() -> float:

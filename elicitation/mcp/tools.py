@@ -14,23 +14,31 @@ On 2026-07-28 requests that declare the Tasks extension (`io.modelcontextprotoco
 `tasks/cancel` withdraws the request (elicitation/mcp/tasks.py; `RequestTasks` in request_tasks.py reads tasks
 from request rows).
 
-Errors are MCP tool errors whose text is the REST error body `{code, detail, fields?}` (service_calls.py).
+Every tool call is one call of the agent's `AGENT_RATE` budget, the one its REST calls draw on, whether the caller
+holds the agent's key or an OAuth token acting for it. A refused call (over the rate, a domain error, arguments the
+input schema refuses) is an MCP tool error (`isError: true`) whose text is exactly the body REST answers for the
+same refusal, `{code, detail, fields?}` (`retryAfter` too when over the rate), and whose `structuredContent` is
+that body (`ReviewHubMCPServer`, service_calls.py).
 """
 
+import logging
 from typing import Annotated, Any, Literal
 
 import anyio
 from django.conf import settings
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import AnyHttpUrl, Field
 
+from elicitation.api import throttling
+from elicitation.api.errors import throttled_body
 from elicitation.mcp import tasks
 from elicitation.mcp.callers import AgentKeyVerifier, current_caller
 from elicitation.mcp.request_tasks import TASK_TOOLS, RequestTasks
 from elicitation.mcp.results import QueueInfo, ReviewRequest, SecretOutcome, secret_outcome
-from elicitation.mcp.service_calls import call_service
+from elicitation.mcp.service_calls import call_service, database_call, refusal_body, tool_error
 from elicitation.mcp.tool_actions import (
     create_request,
     open_requests,
@@ -42,6 +50,8 @@ from elicitation.mcp.tool_actions import (
     withdraw_request,
     withdraw_unread,
 )
+
+logger = logging.getLogger(__name__)
 
 SERVER_NAME = "reviewhub"
 INSTRUCTIONS = (
@@ -121,8 +131,37 @@ SecretSchemaArg = Annotated[
 # --- the server ----------------------------------------------------------------------------------------------------
 
 
+def charge_agent_rate(agent_id: int) -> int | None:
+    """One call against the agent's AGENT_RATE, counted exactly as REST's AgentRateThrottle counts it (same scope,
+    same identity, same window): None within the rate, else the seconds until the window ends."""
+    rate = getattr(settings, throttling.AgentRateThrottle.rate_setting, None)
+    return throttling.charge(throttling.AgentRateThrottle.scope, str(agent_id), rate)
+
+
+class ReviewHubMCPServer(MCPServer[Any]):
+    """The SDK's server with REST's door rules around every tool call: the call is charged to the agent's rate
+    first, and a refusal is answered with the REST body instead of the SDK's "Error executing tool <name>: …"."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        caller = current_caller()
+        retry_after: int | None = await database_call(charge_agent_rate)(caller.agent_id)
+        if retry_after is not None:
+            logger.info("Tool %r refused: agent %s is over AGENT_RATE", name, caller.agent_id)
+            return tool_error(throttled_body(retry_after))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            body = refusal_body(exc)
+            if body is None:
+                raise
+            logger.info("Tool %r refused: %s", name, body["code"])
+            return tool_error(body)
+
+
 def build_server() -> MCPServer:
-    server = MCPServer(
+    server = ReviewHubMCPServer(
         SERVER_NAME,
         title="ReviewHub",
         instructions=INSTRUCTIONS,

@@ -113,9 +113,17 @@ async def test_list_open_requests_shows_only_open_ones_and_cancel_request_withdr
     assert withdrawn["status"] == "withdrawn"
     assert [row["id"] for row in listed] == [ids[1]]
     assert again.is_error
-    assert json.loads(again.content[0].text.split(": ", 1)[1])["code"] == "conflict"
     with agent_api(hub) as api:
         assert api.get(f"/requests/{ids[0]}").json()["status"] == "withdrawn"
+        rest_again = api.post(f"/requests/{ids[0]}/cancel")
+    # The same refusal REST gives, byte for byte: code, words and the status the request is in.
+    assert rest_again.status_code == 409
+    assert json.loads(again.content[0].text) == rest_again.json() == again.structured_content  # type: ignore[union-attr]
+    assert rest_again.json() == {
+        "code": "conflict",
+        "detail": "Cannot withdraw: the request is withdrawn.",
+        "status": "withdrawn",
+    }
 
 
 async def test_bad_arguments_and_other_agents_requests_come_back_as_tool_errors(hub: Hub) -> None:
@@ -142,7 +150,9 @@ async def test_bad_arguments_and_other_agents_requests_come_back_as_tool_errors(
 
     def error(result: CallToolResult) -> dict[str, Any]:
         assert result.is_error
-        return json.loads(result.content[0].text.split(": ", 1)[1])  # type: ignore[no-any-return]
+        body: dict[str, Any] = json.loads(result.content[0].text)  # type: ignore[union-attr]
+        assert body == result.structured_content
+        return body
 
     assert error(bad_schema)["fields"] == {
         "requestedSchema.properties.a.type": "nested objects are not supported"

@@ -377,8 +377,8 @@ async def test_a_call_refused_before_any_request_exists_is_a_plain_tool_error(hu
         )
     assert isinstance(refused, CallToolResult)
     assert refused.is_error
-    text = refused.content[0].text  # type: ignore[union-attr]
-    assert json.loads(text[text.index("{") :])["fields"] == {"url": "must be an http or https URL"}
+    assert json.loads(refused.content[0].text) == refused.structured_content  # type: ignore[union-attr]
+    assert refused.structured_content["fields"] == {"url": "must be an http or https URL"}  # type: ignore[index]
     assert await sync_to_async(ElicitationRequest.objects.count)() == 0
 
 

@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.mcp, pytest.mark.django_db(transaction=True)]
 
 def tool_error(result: CallToolResult) -> dict[str, Any]:
     assert result.is_error
-    return json.loads(result.content[0].text.split(": ", 1)[1])  # type: ignore[no-any-return]
+    body: dict[str, Any] = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert body == result.structured_content
+    return body
 
 
 async def test_ask_reviewer_refuses_a_url_that_a_browser_opens_elsewhere_and_stores_nothing(hub: Hub) -> None:
