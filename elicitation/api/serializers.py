@@ -144,11 +144,40 @@ class RequestSerializer(ShallowFieldCopies):
 
     def to_representation(self, instance: Any) -> Any:
         data = super().to_representation(instance)
-        # Only on requests a quorum decides: partial progress ("1 of 2: alice"), absent everywhere else.
-        progress = quorum.progress(getattr(instance, "policy", None))
-        if progress is not None:
-            data["statusDetail"] = progress
+        detail = status_detail(instance)
+        if detail is not None:
+            data["statusDetail"] = detail
         return data
+
+
+def status_detail(request: ElicitationRequest) -> dict[str, Any] | None:
+    """What is deciding an open request, or what decided a closed one, read from the row alone (this also renders
+    the closing push's body inside its transaction): a quorum's progress while it runs ("1 of 2: alice") and its
+    tally once it decided, the rule that answered at intake (a queue's answer rule or a remembered decision), or
+    a scripted queue's reason for declining. None when one person decides, or when the request closed otherwise
+    (expired, withdrawn): a queue's default quorum is copied onto every request, so "0 of 2" alone says nothing."""
+    if request.is_open:
+        return quorum.progress(request.policy)
+    decision = (request.result_meta or {}).get(quorum.DECISION_META)
+    if not isinstance(decision, dict):
+        return None
+    rule = decision.get("rule")
+    if isinstance(rule, dict):
+        name = rule.get("name") or f"#{rule.get('id')}"
+        return {
+            "kind": "rule",
+            "text": f"answered by rule: {name}",
+            "rule": {"id": rule.get("id"), "name": name, "action": rule.get("action")},
+        }
+    if isinstance(decision.get("reason"), str):
+        return {
+            "kind": "policy",
+            "text": f"declined by the queue's policy: {decision['reason']}",
+            "reason": decision["reason"],
+        }
+    if "required" in decision:  # quorum.result_meta: the approvals (or the veto) decided
+        return quorum.progress(request.policy)
+    return None
 
 
 class AgentEventSerializer(ShallowFieldCopies):

@@ -2,13 +2,14 @@
 
 Every request is verified before anything is read from it: slack_sdk's SignatureVerifier checks the HMAC of the
 raw body against SLACK_SIGNING_SECRET and refuses a timestamp more than five minutes from ReviewHub's clock; a
-signature seen before inside that window is a replay and is refused too. What the payload asks for is then done
-by delivery/slack_interactions.py through the same transitions as the web page.
+signature seen before inside that window is a replay and is refused too. The `payload` field is then read as
+untrusted JSON (lone surrogates and deep nesting refused) and its shape checked (`slack_interactions.check_payload`):
+a signed payload Slack would never send is a 400 in the API's error vocabulary, `{code, detail, fields}` naming the
+field, and nothing is done. What a well-formed payload asks for is done by delivery/slack_interactions.py through
+the same transitions as the web page.
 """
 
-import json
 import logging
-from typing import Any
 from urllib.parse import parse_qs
 
 from django.conf import settings
@@ -18,8 +19,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from elicitation.api.errors import domain_error_body, error_body, http_status
 from elicitation.delivery import slack_interactions
-from elicitation.queue import clock
+from elicitation.queue import clock, untrusted_json
+from elicitation.queue.errors import InvalidInput
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +37,33 @@ class DomainClock(Clock):
 
 
 def _refuse(status: int, code: str, detail: str) -> JsonResponse:
-    return JsonResponse({"code": code, "detail": detail}, status=status)
+    return JsonResponse(error_body(code, detail), status=status)
+
+
+def payload_text(body: bytes) -> str:
+    """The `payload` field of Slack's form body, or InvalidInput. The body is UTF-8: its signature was checked on
+    the decoded text."""
+    try:
+        form = parse_qs(body.decode(), strict_parsing=True, keep_blank_values=True)
+    except ValueError:
+        raise InvalidInput(
+            "The body must be a form with a JSON `payload` field.", {"$": "is not a form"}
+        ) from None
+    if "payload" not in form:
+        raise InvalidInput("The body must be a form with a JSON `payload` field.", {"payload": "is required"})
+    return form["payload"][0]
+
+
+def parsed_payload(text: str) -> object:
+    """`payload` as JSON, or InvalidInput naming where it is malformed, holds a lone surrogate or nests too deep."""
+    try:
+        return untrusted_json.loads(text)
+    except untrusted_json.JSONRefused as refused:
+        where = refused.path
+        field = (
+            "payload" if where == "$" else f"payload{where}" if where.startswith("[") else f"payload.{where}"
+        )
+        raise InvalidInput("`payload` must be JSON.", {field: refused.reason}) from None
 
 
 def verified(request: HttpRequest) -> bool:
@@ -58,12 +87,9 @@ def interactions(request: HttpRequest) -> HttpResponse:
     if not cache.add(f"slack-signature:{signature}", 1, timeout=REPLAY_WINDOW_SECONDS):
         return _refuse(401, "replayed", "This Slack request was already received.")
     try:
-        raw = parse_qs(request.body.decode(), strict_parsing=True).get("payload", [""])[0]
-        payload: Any = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        return _refuse(400, "invalid", "The body must be a form with a JSON `payload` field.")
-    if not isinstance(payload, dict):
-        return _refuse(400, "invalid", "`payload` must be a JSON object.")
+        payload = slack_interactions.check_payload(parsed_payload(payload_text(request.body)))
+    except InvalidInput as exc:
+        return JsonResponse(domain_error_body(exc), status=http_status(exc))
     reply = slack_interactions.handle(payload)
     if reply.body is None:
         return HttpResponse(status=200)

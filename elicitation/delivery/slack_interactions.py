@@ -6,20 +6,26 @@ ReviewHub) or, failing that, a Slack account whose e-mail Slack reports as confi
 active reviewer. Anyone else, and a reviewer not on the request's queue, is told so in an ephemeral message and
 nothing changes. Yes / No / Decline claim the request and answer it in one transaction (`claim_request` then
 `respond`, as the page's buttons do), so the claim, quorum and audit rules are the web page's own.
+
+A signed payload is still checked against PAYLOAD_SCHEMA before anything reads it (`check_payload`): every field
+this module and slack.py read, in the shape Slack sends it. A `user` that is a string, `actions` that are not
+objects or a date-time past year 9999 is a 400 naming the field, never an AttributeError deep in a handler.
 """
 
 import logging
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
+import jsonschema_rs
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from slack_sdk.errors import SlackApiError
 
 from elicitation.delivery import slack
 from elicitation.models import Action, ElicitationRequest, ReviewerReach
-from elicitation.queue import access, transitions
-from elicitation.queue.errors import DomainError
+from elicitation.queue import access, transitions, untrusted_json
+from elicitation.queue.errors import DomainError, InvalidInput
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +33,122 @@ NOT_A_REVIEWER = (
     "You are not a ReviewHub reviewer of this queue, or your Slack account is not linked to one. "
     "Nothing was changed."
 )
+
+
+# --- the payload's shape, checked once at the door ----------------------------------------------------------------
+
+STRING = {"type": "string"}
+# An option Slack echoes back from a select, radio buttons or checkboxes: its value is our index (slack.py).
+SELECTED_OPTION = {"type": "object", "required": ["value"], "properties": {"value": STRING}}
+NO_OPTION_OR_ONE = {**SELECTED_OPTION, "type": ["object", "null"]}  # `required` binds objects only
+# One input's state in `view.state.values[block_id][action_id]`, as slack.py's `_answer` reads it. Date-times are
+# epoch seconds; bounded so that `datetime.fromtimestamp` can take them.
+INPUT_STATE = {
+    "type": "object",
+    "properties": {
+        "type": STRING,
+        "value": {"type": ["string", "null"]},
+        "selected_date": {"type": ["string", "null"]},
+        "selected_date_time": {"type": ["integer", "null"], "minimum": 0, "maximum": 253402300799},
+        "selected_option": NO_OPTION_OR_ONE,
+        "selected_options": {"type": "array", "items": SELECTED_OPTION},
+    },
+}
+# What this module and slack.py read of an interaction payload; Slack's other fields pass unread. `team` and
+# `channel` are null in some of Slack's own payloads (org-wide apps, modals).
+PAYLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": STRING,
+        "trigger_id": STRING,
+        "user": {"type": "object", "required": ["id"], "properties": {"id": STRING}},
+        "team": {"type": ["object", "null"]},
+        "channel": {"type": ["object", "null"], "properties": {"id": STRING}},
+        "container": {"type": "object", "properties": {"channel_id": STRING}},
+        "actions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["action_id"],
+                "properties": {"action_id": STRING, "value": STRING},
+            },
+        },
+        "view": {
+            "type": "object",
+            "properties": {
+                "callback_id": STRING,
+                "private_metadata": STRING,
+                "blocks": {
+                    "type": "array",
+                    "items": {"type": "object", "properties": {"type": STRING, "block_id": STRING}},
+                },
+                "state": {
+                    "type": "object",
+                    "properties": {
+                        "values": {
+                            "type": "object",
+                            "additionalProperties": {"type": "object", "additionalProperties": INPUT_STATE},
+                        }
+                    },
+                },
+            },
+        },
+    },
+    "allOf": [
+        {
+            "if": {"required": ["type"], "properties": {"type": {"const": "block_actions"}}},
+            "then": {"required": ["user", "actions", "trigger_id"]},
+        },
+        {
+            "if": {"required": ["type"], "properties": {"type": {"const": "view_submission"}}},
+            "then": {"required": ["user", "view"]},
+        },
+    ],
+}
+_payload_validator = jsonschema_rs.validator_for(PAYLOAD_SCHEMA)
+TYPE_WORDS = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "null": "null",
+}
+
+
+def _reason(error: jsonschema_rs.ValidationError) -> str:
+    kind = error.kind
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Type):
+        return "must be " + " or ".join(TYPE_WORDS.get(str(name), str(name)) for name in kind.types)
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Minimum):
+        return f"must be at least {kind.limit}"
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Maximum):
+        return f"must be at most {kind.limit}"
+    return str(error.message)  # no other keyword of PAYLOAD_SCHEMA reaches here
+
+
+def check_payload(payload: Any) -> dict[str, Any]:
+    """The payload, if it has the shape `handle` reads; otherwise InvalidInput naming each offending field
+    (`payload.user`, `payload.actions[0].value`) with the reason."""
+    problems: dict[str, str] = {}
+    for error in _payload_validator.iter_errors(payload):
+        path = "payload"
+        for key in error.instance_path:
+            path = untrusted_json.join(path, key)
+        if isinstance(error.kind, jsonschema_rs.ValidationErrorKind.Required):
+            problems.setdefault(untrusted_json.join(path, str(error.kind.property)), "is required")
+        else:
+            problems.setdefault(path, _reason(error))
+    if problems:
+        raise InvalidInput(
+            "The Slack payload is not in the shape Slack sends.", dict(sorted(problems.items()))
+        )
+    return payload  # an object: PAYLOAD_SCHEMA says so first
+
+
+# --- answering ----------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -60,10 +182,12 @@ def reviewer_for(slack_user_id: str) -> Any:
 
 
 def _request(request_id: str) -> ElicitationRequest | None:
+    """The request a button's value or a modal's private_metadata names, or None when it names none."""
     try:
-        return ElicitationRequest.objects.select_related("queue", "agent").filter(pk=request_id).first()
-    except (ValueError, TypeError, Exception):
+        pk = UUID(request_id)
+    except ValueError:
         return None
+    return ElicitationRequest.objects.select_related("queue", "agent").filter(pk=pk).first()
 
 
 def _tell(payload: dict[str, Any], text: str) -> None:
@@ -93,6 +217,7 @@ def answer(request: ElicitationRequest, user: Any, action: str, content: dict[st
 
 
 def handle(payload: dict[str, Any]) -> Reply:
+    """Act on a payload `check_payload` accepted."""
     kind = payload.get("type")
     if kind == "block_actions":
         return _block_action(payload)
@@ -116,7 +241,11 @@ def _block_action(payload: dict[str, Any]) -> Reply:
         return Reply()
     if action_id == slack.OPEN_FORM:
         if request.is_open and not slack.link_only(request):
-            slack.client().views_open(trigger_id=payload.get("trigger_id"), view=slack.modal_view(request))
+            try:
+                slack.client().views_open(trigger_id=payload["trigger_id"], view=slack.modal_view(request))
+            except SlackApiError as exc:  # a trigger lives 3 s: a slow click is Slack's "expired_trigger_id"
+                logger.info("Slack views.open failed: %s", exc.response.get("error"))
+                _tell(payload, "The form could not be opened; press the button again.")
         else:
             _tell(payload, f"This request is {request.status}; nothing to answer.")
         return Reply()
