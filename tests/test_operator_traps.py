@@ -90,6 +90,7 @@ def authenticates(base_url: str, key: str) -> bool:
     return response.status_code == 200
 
 
+@pytest.mark.slow
 def test_make_run_serves_on_its_port_and_keeps_the_demo_credentials_across_runs(tmp_path: Path) -> None:
     first = MakeRun(tmp_path, free_port())
     try:
@@ -159,6 +160,7 @@ def healthcheck(server: LiveServer, **env: str) -> subprocess.CompletedProcess[s
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_the_compose_healthcheck_passes_against_the_web_service_as_configured(
     compose_web: tuple[LiveServer, dict[str, str]],
 ) -> None:

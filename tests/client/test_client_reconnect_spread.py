@@ -111,6 +111,7 @@ def test_spread_delays_of_many_drops_cover_the_whole_window() -> None:
     assert max(tenths) < 650, tenths
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", [1001, 1011, 1012, CLOSE_RESUME, None], ids=str)
 async def test_clients_dropped_together_reconnect_spread_over_the_window_and_resume(
     server: DroppingServer, code: int | None, monkeypatch: pytest.MonkeyPatch

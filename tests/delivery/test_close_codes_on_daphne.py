@@ -35,6 +35,7 @@ async def first_frame_or_close_code(url: str, key: str) -> str | int | None:
         return closed.rcvd.code if closed.rcvd is not None else None
 
 
+@pytest.mark.slow
 def test_a_burst_past_the_handshake_queue_is_refused_with_4013_on_the_wire_and_greeted_later(
     one_slot_server: LiveServer, agent_with_key: tuple[Agent, str]
 ) -> None:

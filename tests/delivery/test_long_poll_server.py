@@ -41,6 +41,7 @@ def make_requests(agent: Agent, queue: Queue, count: int) -> list[ElicitationReq
     ]
 
 
+@pytest.mark.slow
 def test_200_concurrent_long_polls_hold_no_threads_and_an_answer_gets_through_at_once(
     server: LiveServer, queue: Queue, reviewer: Any
 ) -> None:

@@ -60,6 +60,7 @@ async def handshake(key: str) -> tuple[WebsocketCommunicator, dict[str, Any]]:
     return socket, await socket.receive_output(timeout=30)
 
 
+@pytest.mark.slow
 async def test_two_hundred_concurrent_handshakes_all_get_hello_from_a_few_batched_reads(
     agent_with_key: tuple[Agent, str],
     make_request: Callable[..., ElicitationRequest],

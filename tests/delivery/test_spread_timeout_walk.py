@@ -87,6 +87,7 @@ def short_lived_sockets_server(django_db_setup: None) -> Iterator[LiveServer]:
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_served_walk_reaches_every_socket_at_daphnes_pace(
     short_lived_sockets_server: LiveServer, agent_with_key: tuple[Agent, str]
