@@ -1,7 +1,7 @@
 """`python -m bench [NAME ...] [--quick]`: run benchmarks, write bench/results/latest.json and BENCHMARKS.md.
 
-Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm (default: all, in that
-order). `--quick` runs each with smaller counts to check the harness works; its figures are not written to BENCHMARKS.md. `--render` only
+Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm, rule_regex (default: all,
+in that order). `--quick` runs each with smaller counts to check the harness works; its figures are not written to BENCHMARKS.md. `--render` only
 rewrites BENCHMARKS.md from the last full run's figures and bench/findings.md (after editing the findings).
 The environment decides where it runs: DATABASE_URL (default the dedicated rh_bench database) and
 REDIS_URL (default Redis db 8); servers under test are started on free loopback ports.
@@ -32,6 +32,7 @@ BENCHMARKS = {
     # Added after the first nine, so the numbers bench/findings.md cites stay put.
     "waiting": "bench.waiting",
     "storm": "bench.storm",
+    "rule_regex": "bench.rule_regex",
 }
 # The whole run, all benchmarks (waiting ~4 min, storm ~3 min of it).
 BUDGET_SECONDS = 25 * 60

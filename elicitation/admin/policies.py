@@ -1,10 +1,17 @@
 """Decision policies in the admin: a queue's policy with its whole rule file as YAML (export by reading it, import
-by saving it), single rules validated exactly as the API validates them, and approvals (read-only)."""
+by saving it), single rules validated exactly as the API validates them, and approvals (read-only).
 
-from typing import Any
+Both forms check as the signed-in user writes (`writer`, set by the admin's `get_form`): a route goes only to a
+queue they supervise, as over REST. The rule file is read by `rules.load_rule_file` and a rule's JSON fields by the
+same JSON checks (size and depth before parsing), so no door parses what another refuses."""
+
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.forms.fields import InvalidJSONInput, JSONString
 from django.http import HttpRequest
 
 from elicitation.models import AnswerRule, Approval, QueuePolicy
@@ -12,7 +19,36 @@ from elicitation.queue import rules
 from elicitation.queue.errors import InvalidInput
 
 
-class QueuePolicyForm(forms.ModelForm):
+class RuleJSONField(forms.JSONField):
+    """A rule's JSON field (match, content, quorum), read through `rules.load_rule_file`: Django's own field hands
+    the text to `json.loads` unchecked (a RecursionError 500 for deep nesting)."""
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled or not isinstance(value, str) or value in self.empty_values:
+            return super().to_python(value)
+        try:
+            converted = rules.load_rule_file(value, syntax="json")
+        except InvalidInput as exc:
+            raise ValidationError([f"{path}: {reason}" for path, reason in exc.fields.items()]) from None
+        return JSONString(converted) if isinstance(converted, str) else converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        # What a refused form shows again: Django's own re-parses the text with `json.loads`.
+        if self.disabled or not isinstance(data, str):
+            return super().bound_data(data, initial)
+        try:
+            return rules.load_rule_file(data, syntax="json")
+        except InvalidInput:
+            return InvalidJSONInput(data)
+
+
+class WrittenByForm(forms.ModelForm):
+    """A model form that knows who is saving it; the admin sets `writer` on the class it builds per request."""
+
+    writer: Any = None
+
+
+class QueuePolicyForm(WrittenByForm):
     rule_file = forms.CharField(
         label="Rule file (YAML)",
         widget=forms.Textarea(
@@ -39,8 +75,8 @@ class QueuePolicyForm(forms.ModelForm):
         queue = cleaned.get("queue") or (self.instance.queue if self.instance.pk else None)
         if queue is not None and "rule_file" in cleaned:
             try:
-                cleaned["rule_data"] = rules.load_yaml(cleaned["rule_file"])
-                rules.parse_policy(cleaned["rule_data"], queue=queue)
+                cleaned["rule_data"] = rules.load_rule_file(cleaned["rule_file"], syntax="yaml")
+                rules.parse_policy(cleaned["rule_data"], queue=queue, user=self.writer)
             except InvalidInput as exc:
                 self.add_error("rule_file", [f"{path}: {reason}" for path, reason in exc.fields.items()])
         return cleaned
@@ -51,6 +87,11 @@ class QueuePolicyAdmin(admin.ModelAdmin):
     form = QueuePolicyForm
     list_display = ("queue", "mode", "unmatched", "quorum_text", "rule_count")
     list_filter = ("mode",)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = cast(type[WrittenByForm], super().get_form(request, obj, change=change, **kwargs))
+        form.writer = request.user  # a class built for this request: no other request sees it
+        return form
 
     @admin.display(description="Quorum")
     def quorum_text(self, obj: QueuePolicy) -> str:
@@ -63,13 +104,13 @@ class QueuePolicyAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: QueuePolicy, form: Any, change: bool) -> None:
         policy = rules.replace_policy(
-            form.cleaned_data.get("queue") or obj.queue, form.cleaned_data["rule_data"]
+            form.cleaned_data.get("queue") or obj.queue, form.cleaned_data["rule_data"], user=request.user
         )
         obj.pk = policy.pk
         obj.refresh_from_db()
 
 
-class AnswerRuleForm(forms.ModelForm):
+class AnswerRuleForm(WrittenByForm):
     class Meta:
         model = AnswerRule
         fields = [
@@ -108,7 +149,7 @@ class AnswerRuleForm(forms.ModelForm):
             }.items()
             if value is not None
         }
-        spec, errors = rules.parse_rule(data, "rule", queue=queue)
+        spec, errors = rules.parse_rule(data, "rule", queue=queue, user=self.writer)
         if spec is None:
             model_field = {"queue": "route_to", "deadline": "deadline_seconds"}
             for path, reason in errors.items():
@@ -138,6 +179,12 @@ class AnswerRuleAdmin(admin.ModelAdmin):
     ordering = ("queue", "position", "id")
     readonly_fields = ("remembered_from", "created_by", "created_at", "revoked_at")
     actions = ["revoke"]
+    formfield_overrides = {models.JSONField: {"form_class": RuleJSONField}}
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = cast(type[WrittenByForm], super().get_form(request, obj, change=change, **kwargs))
+        form.writer = request.user  # a class built for this request: no other request sees it
+        return form
 
     @admin.display(boolean=True, description="Remembered")
     def remembered(self, obj: AnswerRule) -> bool:

@@ -1,18 +1,22 @@
 """A queue's decision policy over REST: `/api/v1/queues/{slug}/rules`. Reviewers of the queue read it (rules are
 visible to the people they act for); supervisors change it. JSON or YAML both ways (`Content-Type` /
-`Accept: application/yaml`, or `?format=yaml`), the same shape as a rule file kept in version control."""
+`Accept: application/yaml`, or `?format=yaml`), the same shape as a rule file kept in version control.
+
+Bodies in either syntax go through `rules.load_rule_file`, as the admin and `import_rules` do: size and nesting
+depth are checked before a parser builds anything. Every change is validated as the signed-in user writes it (a
+route only into a queue they supervise)."""
 
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.parsers import BaseParser
+from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from elicitation.api import serializers as s
-from elicitation.api.parsers import SafeJSONRenderer, UntrustedJSONParser
+from elicitation.api.parsers import SafeJSONRenderer
 from elicitation.api.reviewer_views import ReviewerAPIView
 from elicitation.models import AnswerRule, Queue
 from elicitation.queue import access, rules
@@ -40,7 +44,15 @@ class YamlParser(BaseParser):
     media_type = "application/yaml"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        return rules.load_yaml(stream.read().decode("utf-8", errors="replace"))
+        return rules.load_rule_file(stream.read() if stream is not None else b"", syntax="yaml")
+
+
+class RuleFileJSONParser(JSONParser):
+    """A JSON rule file or rule: the API's JSON checks (depth, lone surrogates), with the depth counted on the
+    text before it is parsed, as for YAML. NaN and the infinities parse, then fail validation with their path."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        return rules.load_rule_file(stream.read() if stream is not None else b"", syntax="json")
 
 
 def rule_view(rule: AnswerRule) -> dict[str, Any]:
@@ -56,7 +68,7 @@ def rule_view(rule: AnswerRule) -> dict[str, Any]:
 
 
 class RulesAPIView(ReviewerAPIView):
-    parser_classes = [UntrustedJSONParser, YamlParser]
+    parser_classes = [RuleFileJSONParser, YamlParser]
     renderer_classes = [SafeJSONRenderer, YamlRenderer]
 
     def queue_for_reading(self, slug: str) -> Queue:
@@ -124,7 +136,7 @@ class QueueRuleView(RulesAPIView):
     )
     def put(self, request: Request, slug: str, rule_id: int) -> Response:
         rule = self.rule(self.queue_for_writing(slug), rule_id)
-        return Response(rule_view(rules.update_rule(rule, request.data)))
+        return Response(rule_view(rules.update_rule(rule, request.data, user=request.user)))
 
     @extend_schema(
         operation_id="queue_rule_delete",

@@ -90,19 +90,6 @@ def with_relations() -> QuerySet[ElicitationRequest]:
     return ElicitationRequest.objects.select_related("queue", "agent", "claimed_by")
 
 
-def owned_requests(wanted: list[tuple[int, str]]) -> dict[tuple[int, str], ElicitationRequest]:
-    """`owned_request` for many (agent, request id) pairs in one query; the pairs that own nothing are left out."""
-    ids = set()
-    for _, request_id in wanted:
-        try:
-            ids.add(UUID(str(request_id)))
-        except ValueError:
-            continue
-    rows = with_relations().filter(pk__in=ids)
-    found = {(row.agent_id, str(row.pk)): row for row in rows}
-    return {pair: found[pair] for pair in wanted if pair in found}
-
-
 def owned_request(agent_id: int, request_id: UUID | str) -> ElicitationRequest:
     """An agent sees only its own requests; another agent's id is indistinguishable from a missing one."""
     try:
@@ -112,3 +99,10 @@ def owned_request(agent_id: int, request_id: UUID | str) -> ElicitationRequest:
     if found is None:
         raise NotFoundError("No such request.")
     return found
+
+
+def postable_queue_by_id(agent_id: int, queue_id: int) -> Queue | None:
+    """The queue if the agent may post to it (one of its key's queues: the rule intake's `postable_queue` reads
+    by slug), with its policy loaded; None otherwise. A `route` rule moves a request only where its agent could
+    have posted it: another team's queue is not reached through one's own queue's rules."""
+    return Queue.objects.select_related("policy").filter(pk=queue_id, agents=agent_id).first()

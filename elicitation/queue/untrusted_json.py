@@ -3,7 +3,8 @@
 Two things Python's `json` accepts would poison what is stored: a lone UTF-16 surrogate (`"\\ud800"` decodes to a
 `str` no UTF-8 encoder, PostgreSQL or browser can take, so every later page or listing holding it fails) and
 nesting deep enough that recursive code meets a `RecursionError`. Both are refused at the door with the path of
-the offending field; `scrub` repairs values stored before the door existed.
+the offending field; `scrub` repairs values stored before the door existed. `check_text_depth` counts the depth on
+the text, before a parser builds anything (rule files, `rules.load_rule_file`).
 """
 
 import json
@@ -69,6 +70,34 @@ def check(value: Any, *, limit: int | None = None, path: str = "") -> None:
                 stack.append((item, child, depth + 1))
         else:
             stack.extend((item, join(where, index), depth + 1) for index, item in enumerate(node))
+
+
+# JSON text's structure without parsing it: outside strings only `"` and the brackets matter; a string's rest
+# (escapes included) is consumed in one anchored match, so the walk is linear in the text, whatever its content.
+_JSON_STRUCTURE = re.compile(r'["\[\]{}]')
+_JSON_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def check_text_depth(text: str, *, limit: int | None = None) -> None:
+    """Raise JSONRefused("too_deep") when JSON text nests containers deeper than `limit` (as `check` counts them),
+    found before any parser builds anything: the brackets outside strings, counted. Exact for valid JSON; text
+    that is not JSON (an unterminated string) stops the count and is left to the parser to refuse."""
+    limit = max_depth() if limit is None else limit
+    depth, position = 0, 0
+    search, string_rest = _JSON_STRUCTURE.search, _JSON_STRING_REST.match
+    while (found := search(text, position)) is not None:
+        char, position = found.group(), found.end()
+        if char == '"':
+            rest = string_rest(text, position)
+            if rest is None:
+                return
+            position = rest.end()
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                raise JSONRefused("too_deep", "$", f"nested deeper than {limit} levels.")
+        else:
+            depth = max(0, depth - 1)
 
 
 def loads(text: str | bytes, *, limit: int | None = None) -> Any:

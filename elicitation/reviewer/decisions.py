@@ -5,6 +5,7 @@ page after a preview of what they will match) and the supervisor's list to revok
 GET never writes; the approve button posts to the request page (views.answer_request), remembering and revoking
 post here and call queue/rules.py."""
 
+import math
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -96,15 +97,23 @@ def _argument_choices(found: ElicitationRequest, data: QueryDict | None) -> list
             op = "eq"
         bound: Any = value
         if op in ("lte", "gte") and data is not None:
-            try:
-                bound = float(str(data.get(f"value-{name}", value)))
-                bound = int(bound) if bound.is_integer() else bound
-            except (TypeError, ValueError):
-                raise InvalidInput(
-                    "A bound must be a number.", {f"value-{name}": "must be a number"}
-                ) from None
+            bound = _finite_bound(name, data.get(f"value-{name}", value))
         choices.append({"name": name, "value": value, "numeric": numeric, "op": op, "bound": bound})
     return choices
+
+
+def _finite_bound(name: str, given: Any) -> int | float:
+    """A remembered decision's bound as a number: `nan`, `inf` and `1e999` are floats to Python but no number a
+    rule can hold (its JSON would not store: a 500 on SQLite and PostgreSQL), so they are refused like `lots`."""
+    try:
+        bound = float(str(given))
+    except (TypeError, ValueError):
+        bound = math.nan
+    if not math.isfinite(bound):
+        raise InvalidInput(
+            f"The bound for {name} must be a finite number.", {f"value-{name}": "must be a finite number"}
+        )
+    return int(bound) if bound.is_integer() else bound
 
 
 def _days(data: QueryDict | None) -> int:

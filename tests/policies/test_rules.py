@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from elicitation.models import AgentEvent, AnswerRule, ElicitationRequest, Queue, QueuePolicy, RequestEvent
+from elicitation.models import (
+    Agent,
+    AgentEvent,
+    AnswerRule,
+    ElicitationRequest,
+    Queue,
+    QueuePolicy,
+    RequestEvent,
+)
 from elicitation.queue import rules, transitions
 from elicitation.queue.errors import InvalidInput
 from tests.conftest import FORM_SCHEMA
@@ -162,8 +170,9 @@ def test_decline_and_cancel_answer_without_content(
 
 
 def test_route_moves_the_request_and_the_target_queues_rules_apply(
-    make_request: Callable[..., ElicitationRequest], queue: Queue, other_queue: Queue
+    make_request: Callable[..., ElicitationRequest], queue: Queue, other_queue: Queue, agent: Agent
 ) -> None:
+    agent.queues.add(other_queue)  # a route only moves work where the request's agent may post
     load(
         queue,
         {
@@ -191,8 +200,9 @@ def test_route_moves_the_request_and_the_target_queues_rules_apply(
 
 
 def test_routes_in_a_loop_stop_where_they_started(
-    make_request: Callable[..., ElicitationRequest], queue: Queue, other_queue: Queue
+    make_request: Callable[..., ElicitationRequest], queue: Queue, other_queue: Queue, agent: Agent
 ) -> None:
+    agent.queues.add(other_queue)
     load(queue, {"name": "there", "match": {}, "action": "route", "queue": "other"})
     load(other_queue, {"name": "back", "match": {}, "action": "route", "queue": "payments"})
     request = make_request()

@@ -19,10 +19,16 @@ A rule file (YAML, or the same shape as JSON through the API)::
         quorum: {approvals: 2}
 
 A condition is a scalar (equals), a list (in) or a mapping of operators that must all hold: `eq`, `in`, `lt`,
-`lte`, `gt`, `gte` (numbers only) and `regex` (strings only, searched). Evaluation walks the rules in order: `set`
-and `require_quorum` apply and go on; `route` moves the request and continues with the target queue's rules;
+`lte`, `gt`, `gte` (finite numbers only) and `regex` (strings only, searched, on RE2: no lookarounds or
+backreferences, and values over 4,096 characters are not matched). Evaluation walks the rules in order: `set` and
+`require_quorum` apply and go on; `route` moves the request and continues with the target queue's rules;
 `accept`, `decline` and `cancel` decide. An `accept` whose content does not satisfy the request's schema never
-decides: it is skipped (and audited) and the walk goes on, so the request falls through to a person.
+decides: it is skipped (and audited) and the walk goes on, so the request falls through to a person. A rule that
+cannot be evaluated or applied (a route into a queue the agent may not post to, a value too long for its regex)
+stops the walk, audited: nothing after it decides.
+
+A rule is checked against who writes it: a `route` targets only a queue the writer supervises (staff: any; the
+operator at `manage.py import_rules`: any, or as `--as USER`).
 
 One module per concern; the transitions that apply a decision live in transitions.py:
 
@@ -31,7 +37,8 @@ One module per concern; the transitions that apply a decision live in transition
 - `validation.py`: a rule file's data checked, every offending field path named, as RuleSpec and PolicySpec.
 - `storage.py`: rules and policies written as rows (each change bumps the queue's rules version, so cached
   compilations go stale) and read back as a rule file's data.
-- `yaml_files.py`: the rule file as YAML text, in and out.
+- `yaml_files.py`: the rule file as text: YAML out; YAML or JSON in through `load_rule_file`, which checks size
+  and nesting depth before the parser builds anything (every door calls it).
 - `engine.py`: rules compiled (cached per queue and rules version) and evaluated for a request about to be stored.
 - `remembered.py`: remembered decisions, an answer a person gave turned into a rule that expires.
 - `fixtures.py`: fixtures for agent CI, what people answered as rules a scripted queue replays.
@@ -61,9 +68,10 @@ from elicitation.queue.rules.storage import (
     update_rule,
 )
 from elicitation.queue.rules.validation import parse_policy, parse_rule
-from elicitation.queue.rules.yaml_files import dump_yaml, load_yaml
+from elicitation.queue.rules.yaml_files import MAX_RULE_FILE_BYTES, dump_yaml, load_rule_file, load_yaml
 
 __all__ = [
+    "MAX_RULE_FILE_BYTES",
     "REMEMBER_OPERATORS",
     "IntakeDecision",
     "add_rule",
@@ -72,6 +80,7 @@ __all__ = [
     "dump_yaml",
     "fixture_from_answers",
     "intake_decision",
+    "load_rule_file",
     "load_yaml",
     "parse_policy",
     "parse_rule",

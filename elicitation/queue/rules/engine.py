@@ -1,21 +1,43 @@
 """Compiling rules (cached per queue and rules version) and walking them for a request about to be stored: what the
-rules make of it, as an IntakeDecision; the transitions that apply a decision live in transitions.py."""
+rules make of it, as an IntakeDecision; the transitions that apply a decision live in transitions.py.
 
+A rule the engine cannot evaluate or apply for this request never decides and never lets a later rule decide: the
+walk stops there, audited, and the request waits for whoever answers the queue's unmatched requests (a person, or
+a scripted queue's `unmatched`). That covers a route into a queue the request's agent may not post to, a regex
+over a value longer than MAX_MATCHED_CHARS, and a stored regex RE2 cannot compile (saved before rules ran on it).
+"""
+
+import logging
 import operator
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from heapq import merge
 from typing import Any
 
+import re2
+
 from elicitation.models import AnswerRule, Queue, QueueMode, QueuePolicy, RuleAction
-from elicitation.queue import clock, quorum, schemas
+from elicitation.queue import access, clock, quorum, schemas
 from elicitation.queue.rules.facts import RequestFacts, facts_of, request_digest
 from elicitation.queue.rules.storage import queue_policy
-from elicitation.queue.rules.validation import is_number, is_scalar
+from elicitation.queue.rules.validation import compile_pattern, is_number, is_scalar
+
+logger = logging.getLogger(__name__)
 
 MAX_ROUTE_HOPS = 5
+# A regex reads at most this much of a value. RE2 is linear, but linear in 256 KB of arguments times a few
+# thousand rules is still seconds per request. A longer value is not cut and matched: a prefix can satisfy
+# `^…$` or hide what a decline rule looks for, so the rule cannot tell and the request goes to a person.
+MAX_MATCHED_CHARS = 4096
+
+
+class RuleUndecidable(Exception):
+    """A rule cannot tell whether it matches this request; `reason` goes to the audit row."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _equals(spec: Any) -> Any:
@@ -45,6 +67,34 @@ COMPARISONS = {
 }
 
 
+def _searches(pattern: str) -> Any:
+    """A predicate: the value is a string in which `pattern` is found (searched, not anchored, as ever)."""
+    try:
+        search = compile_pattern(pattern).search
+    except re2.error:
+        logger.warning("a stored rule regex RE2 cannot compile holds its requests for a person: %r", pattern)
+
+        def uncompiled(value: Any) -> bool:
+            if not isinstance(value, str):
+                return False
+            raise RuleUndecidable(
+                "its regex is not one RE2 runs (saved before rules ran on RE2); fix the rule"
+            )
+
+        return uncompiled
+
+    def found(value: Any) -> bool:
+        if not isinstance(value, str):
+            return False
+        if len(value) > MAX_MATCHED_CHARS:
+            raise RuleUndecidable(
+                f"a regex is not matched against a value over {MAX_MATCHED_CHARS} characters"
+            )
+        return search(value) is not None
+
+    return found
+
+
 def _compile_condition(spec: Any) -> Any:
     """A predicate over one value (None when the value is absent)."""
     if is_scalar(spec):
@@ -56,8 +106,7 @@ def _compile_condition(spec: Any) -> Any:
         if op in ("eq", "in"):
             checks.append(_compile_condition(operand))
         elif op == "regex":
-            search = re.compile(operand).search
-            checks.append(lambda value, search=search: isinstance(value, str) and search(value) is not None)
+            checks.append(_searches(operand))
         else:
             compare = COMPARISONS[op]
             checks.append(lambda value, c=compare, o=operand: is_number(value) and c(value, o))
@@ -122,15 +171,23 @@ class CompiledRules:
             yield self.rules[index]
 
 
+def _regex_last(conditions: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Conditions in their order, those with a regex moved last: the cheap ones rule most requests out first, and
+    a value too long for a regex holds a request only when everything else about the rule matched."""
+    return sorted(conditions, key=lambda item: isinstance(item[1], dict) and "regex" in item[1])
+
+
 def compile_rules(rows: Iterable[AnswerRule]) -> CompiledRules:
     compiled: list[CompiledRule] = []
     by_tool: dict[str, list[int]] = {}
     any_tool: list[int] = []
     for index, row in enumerate(rows):
         match = row.match or {}
-        checks = [(key, _compile_condition(spec)) for key, spec in match.items() if key != "arguments"]
+        facts = _regex_last((key, spec) for key, spec in match.items() if key != "arguments")
+        checks = [(key, _compile_condition(spec)) for key, spec in facts]
         arguments = [
-            (name, _compile_condition(spec)) for name, spec in (match.get("arguments") or {}).items()
+            (name, _compile_condition(spec))
+            for name, spec in _regex_last((match.get("arguments") or {}).items())
         ]
         compiled.append(CompiledRule(row, checks, arguments))
         tool = match.get("tool")
@@ -177,6 +234,7 @@ class IntakeDecision:
     quorum: dict[str, Any] | None = None
     outcome: tuple[str, dict[str, Any] | None, dict[str, Any]] | None = None
     unmatched_reason: str | None = None
+    held_reason: str | None = None  # a rule could not be evaluated or applied: the walk stopped there
     audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     digest: str = ""
@@ -204,19 +262,34 @@ def intake_decision(
         return None
     facts = facts_of(agent.name, message, requested_schema, context)
     decision = decide_at_intake(
-        queue, facts=facts, questions=schemas.questions_from_json(questions) if mode == "form" else None
+        queue,
+        agent_id=agent.pk,
+        facts=facts,
+        questions=schemas.questions_from_json(questions) if mode == "form" else None,
     )
     decision.digest = request_digest(message, requested_schema if mode == "form" else None, context)
     return decision
 
 
+def _matches(rule: CompiledRule, facts: RequestFacts, decision: IntakeDecision) -> bool:
+    """Whether the rule matches; a rule that cannot tell holds the request (audited) and matches nothing."""
+    try:
+        return rule.matches(facts)
+    except RuleUndecidable as undecidable:
+        decision.held_reason = undecidable.reason
+        decision.audit.append(("rule_skipped", {"rule": rule.ref, "reason": undecidable.reason}))
+        return False
+
+
 def decide_at_intake(
     queue: Queue,
     *,
+    agent_id: int,
     facts: RequestFacts,
     questions: list[schemas.Question] | None,
 ) -> IntakeDecision:
-    """Walk the queue's rules (and those of queues they route to) for a request about to be stored."""
+    """Walk the queue's rules (and those of queues they route to) for a request of agent `agent_id` about to be
+    stored."""
     decision = IntakeDecision(queue=queue, policy=queue_policy(queue))
     visited = {queue.pk}
     now = clock.now()
@@ -225,7 +298,9 @@ def decide_at_intake(
         routed_to: Queue | None = None
         if policy is not None and policy.rules_version:
             for rule in compiled_rules(decision.queue.pk, policy.rules_version).candidates(facts.tool):
-                if not rule.live(now) or not rule.matches(facts):
+                if not rule.live(now) or not _matches(rule, facts, decision):
+                    if decision.held_reason is not None:
+                        break
                     continue
                 row = rule.row
                 if row.action == RuleAction.SET:
@@ -241,6 +316,18 @@ def decide_at_intake(
                     if target is None or target.pk in visited or len(visited) > MAX_ROUTE_HOPS:
                         decision.audit.append(("rule_skipped", {"rule": rule.ref, "reason": "route loop"}))
                         continue
+                    # Where the agent could not post, its rules cannot send it (nor another team's reviewers
+                    # its work): checked here too, since a rule saved long ago outlives the agent's scope.
+                    reachable = access.postable_queue_by_id(agent_id, target.pk)
+                    if reachable is None:
+                        decision.held_reason = (
+                            f"route refused: this agent may not post to queue {target.slug!r}; the request "
+                            f"stays in {decision.queue.slug!r}"
+                        )
+                        decision.audit.append(
+                            ("rule_skipped", {"rule": rule.ref, "reason": decision.held_reason})
+                        )
+                        break
                     _adjust(decision, row)
                     decision.audit.append(
                         (
@@ -248,7 +335,7 @@ def decide_at_intake(
                             {"rule": rule.ref, "from_queue": decision.queue.slug, "to_queue": target.slug},
                         )
                     )
-                    routed_to = target
+                    routed_to = reachable
                     break
                 else:
                     content = row.content if row.action == RuleAction.ACCEPT else None
@@ -261,7 +348,7 @@ def decide_at_intake(
         if routed_to is None:
             break
         visited.add(routed_to.pk)
-        decision.queue = Queue.objects.select_related("policy").get(pk=routed_to.pk)
+        decision.queue = routed_to
         decision.policy = queue_policy(decision.queue)
     policy = decision.policy
     if decision.quorum is None and policy is not None and policy.quorum:
@@ -274,7 +361,7 @@ def decide_at_intake(
                 f"input-required round {facts.round} is past the queue's cap of {policy.round_cap}"
             )
         elif decision.outcome is None and policy.unmatched == "decline":
-            decision.unmatched_reason = (
+            decision.unmatched_reason = decision.held_reason or (
                 f"no rule of scripted queue {decision.queue.slug!r} matches this request"
             )
     return decision

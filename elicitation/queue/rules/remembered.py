@@ -7,8 +7,8 @@ from typing import Any
 from elicitation.models import AnswerRule, ElicitationRequest, Queue, RuleAction
 from elicitation.queue import clock
 from elicitation.queue.errors import InvalidInput
-from elicitation.queue.rules.engine import compile_rules
-from elicitation.queue.rules.facts import context_call, request_facts, schema_fingerprint
+from elicitation.queue.rules.engine import CompiledRule, RuleUndecidable, compile_rules
+from elicitation.queue.rules.facts import RequestFacts, context_call, request_facts, schema_fingerprint
 from elicitation.queue.rules.storage import add_rule, rule_row
 from elicitation.queue.rules.validation import parse_rule
 
@@ -72,8 +72,15 @@ def preview_matches(
     recent = list(
         ElicitationRequest.objects.select_related("agent").filter(queue=queue).order_by("-created_at")[:limit]
     )
-    verdicts = [(row, compiled.matches(request_facts(row))) for row in recent]
+    verdicts = [(row, _would_match(compiled, request_facts(row))) for row in recent]
     return sum(1 for _, hit in verdicts if hit), verdicts
+
+
+def _would_match(rule: CompiledRule, facts: RequestFacts) -> bool:
+    try:
+        return rule.matches(facts)
+    except RuleUndecidable:
+        return False  # at intake such a request would wait for a person: the rule would not answer it
 
 
 def remembered_decisions(queue: Queue) -> list[AnswerRule]:

@@ -49,8 +49,9 @@ def rule_row(queue: Queue, spec: RuleSpec, position: int, user: Any = None) -> A
 
 
 def replace_policy(queue: Queue, data: Any, *, user: Any = None) -> QueuePolicy:
-    """Import a rule file: the queue's policy and rules become exactly what it says (remembered decisions stay)."""
-    spec = parse_policy(data, queue=queue)
+    """Import a rule file: the queue's policy and rules become exactly what it says (remembered decisions stay).
+    `user` writes it (None: the operator), which decides where its rules may route."""
+    spec = parse_policy(data, queue=queue, user=user)
     with transaction.atomic():
         policy = policy_of(queue)
         QueuePolicy.objects.filter(pk=policy.pk).update(
@@ -72,7 +73,7 @@ def add_rule(
     queue: Queue, data: Any, *, user: Any = None, remembered_from: ElicitationRequest | None = None
 ) -> AnswerRule:
     """Append one rule (after the queue's last), or raise InvalidInput with field paths under `rule`."""
-    spec, errors = parse_rule(data, "rule", queue=queue)
+    spec, errors = parse_rule(data, "rule", queue=queue, user=user)
     if spec is None:
         raise InvalidInput("The rule is not valid.", errors)
     with transaction.atomic():
@@ -89,8 +90,9 @@ def add_rule(
     return row
 
 
-def update_rule(rule: AnswerRule, data: Any) -> AnswerRule:
-    spec, errors = parse_rule(data, "rule", queue=rule.queue)
+def update_rule(rule: AnswerRule, data: Any, *, user: Any = None) -> AnswerRule:
+    """Rewrite one rule in its place, checked as `user` writes it (None: the operator)."""
+    spec, errors = parse_rule(data, "rule", queue=rule.queue, user=user)
     if spec is None:
         raise InvalidInput("The rule is not valid.", errors)
     with transaction.atomic():
