@@ -64,12 +64,19 @@ test: $(STAMP) browser $(TS_DIR)/node_modules/.installed
 test-services: $(STAMP) browser $(TS_DIR)/node_modules/.installed
 	@$(SERVICES_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: $(STAMP)
+# tsc type-checks the reviewer pages' scripts (static/reviewhub/, JSDoc types, tsconfig.json); nothing is built.
+node_modules/.installed: package-lock.json
+	@command -v npm >/dev/null || { echo "make lint type-checks static/reviewhub/ with tsc: it needs Node.js 18+ and npm on PATH."; exit 1; }
+	npm ci --no-audit --no-fund
+	@touch $@
+
+lint: $(STAMP) node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy elicitation reviewhub reviewhub_client
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	node_modules/.bin/tsc -p tsconfig.json
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -1,7 +1,26 @@
+// @ts-check
 // Getting a reviewer's attention from the browser: the tab title and favicon count the requests waiting in my
 // queues, and, once the reviewer opts in, a desktop notification announces a new request (or one the escalation
 // chain assigned to me) while the tab is hidden; clicking it opens the request. Polls /reach/waiting; the pages
 // themselves stay server-rendered and work without this script.
+
+/**
+ * What /reach/waiting answers (elicitation/reviewer/notifications.py).
+ * @typedef {object} Waiting
+ * @property {number} [waiting] requests waiting in my queues
+ * @property {WaitingItem[]} [items] what a notification may announce
+ * @property {number} [poll] seconds until the next poll
+ */
+
+/**
+ * @typedef {object} WaitingItem
+ * @property {string} id
+ * @property {string} key
+ * @property {string} title
+ * @property {string} body
+ * @property {string} url
+ */
+
 (function () {
   "use strict";
   if (!document.body || !document.body.dataset.username) {
@@ -11,9 +30,12 @@
   var seenKey = "rh-notified:" + document.body.dataset.username;
   var seen = loadSeen();
   var primed = false;
+  /** @type {number | null} */
   var timer = null;
+  /** @type {HTMLLinkElement | null} */
   var icon = null;
 
+  /** @returns {string[]} */
   function loadSeen() {
     try {
       return JSON.parse(window.localStorage.getItem(seenKey) || "[]");
@@ -22,6 +44,7 @@
     }
   }
 
+  /** @param {string} key */
   function remember(key) {
     if (seen.indexOf(key) !== -1) {
       return false;
@@ -37,13 +60,17 @@
   }
 
   function csrfToken() {
+    /** @type {HTMLInputElement | null} */
     var field = document.querySelector("input[name=csrfmiddlewaretoken]");
     return field ? field.value : "";
   }
 
+  /** @param {number} count */
   function drawFavicon(count) {
     if (!icon) {
-      icon = document.querySelector("link[rel~=icon]") || document.createElement("link");
+      icon =
+        /** @type {HTMLLinkElement | null} */ (document.querySelector("link[rel~=icon]")) ||
+        document.createElement("link");
       icon.rel = "icon";
       document.head.appendChild(icon);
     }
@@ -73,6 +100,7 @@
     icon.dataset.count = String(count);
   }
 
+  /** @param {number} count */
   function showCount(count) {
     document.title = count > 0 ? "(" + count + ") " + baseTitle : baseTitle;
     drawFavicon(count);
@@ -84,6 +112,7 @@
     return "Notification" in window && window.Notification.permission === "granted" && !off;
   }
 
+  /** @param {WaitingItem} item */
   function notify(item) {
     var note = new window.Notification(item.title, { body: item.body, tag: item.key });
     note.onclick = function () {
@@ -98,6 +127,7 @@
     }).catch(function () {});
   }
 
+  /** @param {Waiting} data */
   function handle(data) {
     showCount(data.waiting || 0);
     var hidden = document.visibilityState === "hidden";

@@ -1,13 +1,16 @@
+// @ts-check
 /* The preferences page's "This browser" part: desktop notifications on or off for this browser (kept with the
  * other browser-side preferences, read by notify.js) and the browser's own permission, which only a click can ask. */
 (function () {
   "use strict";
   var RH = window.ReviewHub;
-  var box = document.getElementById("browser-prefs");
-  if (!RH || !box) return;
-  var toggle = document.getElementById("pref-notify");
-  var status = document.getElementById("notify-permission");
-  var allow = document.getElementById("notify-allow");
+  var found = document.getElementById("browser-prefs");
+  if (!RH || !found) return;
+  var box = found; // not null, for the functions below too (a narrowed var is not narrowed inside them)
+  /* Elements preferences.html renders inside #browser-prefs. */
+  var toggle = /** @type {HTMLInputElement} */ (document.getElementById("pref-notify"));
+  var status = /** @type {HTMLElement} */ (document.getElementById("notify-permission"));
+  var allow = /** @type {HTMLButtonElement} */ (document.getElementById("notify-allow"));
   var supported = "Notification" in window;
 
   function permission() {

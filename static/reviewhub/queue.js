@@ -1,31 +1,49 @@
+// @ts-check
 /* Queue page: rows appear, change holder and disappear live; "n" claims the next request. */
+
+/**
+ * A request as the queue page's socket pushes it (`queue.update`).
+ * @typedef {object} QueueSummary
+ * @property {string} id
+ * @property {string} status
+ * @property {string} agent
+ * @property {number} priority
+ * @property {string} created_at
+ */
+
 (function () {
   "use strict";
   var RH = window.ReviewHub;
   var table = document.getElementById("request-table");
   if (!RH || !table) return;
+  var data = table.dataset;
 
-  var rows = document.getElementById("request-rows");
-  var empty = document.getElementById("empty-row");
-  var liveStatus = document.getElementById("live-status");
-  var statusFilter = table.dataset.filterStatus;
-  var agentFilter = table.dataset.filterAgent;
-  var firstPage = table.dataset.firstPage === "true";
-  var lastPage = table.dataset.lastPage === "true";
-  var rowUrl = table.dataset.rowUrl;
+  /* Elements queue.html renders with the table. */
+  var rows = /** @type {HTMLElement} */ (document.getElementById("request-rows"));
+  var empty = /** @type {HTMLElement} */ (document.getElementById("empty-row"));
+  var liveStatus = /** @type {HTMLElement} */ (document.getElementById("live-status"));
+  var statusFilter = data.filterStatus;
+  var agentFilter = data.filterAgent;
+  var firstPage = data.firstPage === "true";
+  var lastPage = data.lastPage === "true";
+  var rowUrl = data.rowUrl || "";
+  /** @type {Readonly<Record<string, boolean>>} */
   var OPEN = { pending: true, claimed: true };
 
+  /** @param {QueueSummary} summary */
   function wanted(summary) {
     if (!OPEN[summary.status]) return false;
     if (statusFilter !== "open" && summary.status !== statusFilter) return false;
     return !agentFilter || summary.agent === agentFilter;
   }
 
+  /** @param {string} id @returns {HTMLTableRowElement | null} */
   function findRow(id) {
     return rows.querySelector('tr[data-id="' + CSS.escape(id) + '"]');
   }
 
   /* A row's markup has one source, the server's review/_queue_row.html: fetched here for arrivals and changes. */
+  /** @param {string} id @returns {Promise<HTMLTableRowElement | null>} */
   function fetchRow(id) {
     var url = rowUrl.replace("00000000-0000-0000-0000-000000000000", encodeURIComponent(id));
     return fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } }).then(
@@ -34,7 +52,9 @@
         return response.text().then(function (html) {
           var holder = document.createElement("tbody");
           holder.innerHTML = html; // server-rendered and escaped, like the page itself
-          return holder.querySelector("tr[data-id]");
+          /** @type {HTMLTableRowElement | null} */
+          var row = holder.querySelector("tr[data-id]");
+          return row;
         });
       },
       function () {
@@ -44,13 +64,16 @@
   }
 
   /* Review order: higher priority first, then older first. */
+  /** @param {QueueSummary} summary @param {HTMLTableRowElement} row */
   function comesBefore(summary, row) {
     var priority = Number(row.dataset.priority);
     if (summary.priority !== priority) return summary.priority > priority;
-    return Date.parse(summary.created_at) < Date.parse(row.dataset.created);
+    return Date.parse(summary.created_at) < Date.parse(row.dataset.created || "");
   }
 
+  /** @param {QueueSummary} summary @param {HTMLTableRowElement} fresh */
   function place(summary, fresh) {
+    /** @type {NodeListOf<HTMLTableRowElement>} */
     var existing = rows.querySelectorAll("tr[data-id]");
     var before = null;
     for (var index = 0; index < existing.length; index += 1) {
@@ -65,6 +88,7 @@
     rows.insertBefore(fresh, before);
   }
 
+  /** @param {QueueSummary} summary */
   function upsert(summary) {
     fetchRow(summary.id).then(function (fresh) {
       var row = findRow(summary.id);
@@ -86,11 +110,12 @@
     empty.classList.toggle("is-hidden", rows.querySelector("tr[data-id]") !== null);
   }
 
-  var countsTimer = null;
+  /** @type {number | undefined} */
+  var countsTimer;
   function refreshCounts() {
     window.clearTimeout(countsTimer);
     countsTimer = window.setTimeout(function () {
-      RH.getJSON(table.dataset.countsUrl).then(function (counts) {
+      RH.getJSON(data.countsUrl || "").then(function (/** @type {Record<string, number> | null} */ counts) {
         if (!counts) return;
         ["pending", "claimed", "overdue"].forEach(function (key) {
           var element = document.querySelector('#queue-counts [data-count="' + key + '"]');
@@ -100,6 +125,7 @@
     }, 250);
   }
 
+  /** @param {{type: string, request?: QueueSummary}} message */
   function apply(message) {
     if (message.type !== "queue.update" || !message.request) return;
     var summary = message.request;
@@ -113,7 +139,7 @@
     refreshCounts();
   }
 
-  RH.socket(table.dataset.ws, {
+  RH.socket(data.ws || "", {
     message: apply,
     open: function (again) {
       if (again) window.location.reload(); // pushes may have been missed while disconnected
@@ -127,7 +153,7 @@
   document.addEventListener("keydown", function (event) {
     if (event.key === "n" && RH.shortcut(event)) {
       event.preventDefault();
-      RH.submit(document.getElementById("next-form"));
+      RH.submit(/** @type {HTMLFormElement | null} */ (document.getElementById("next-form")));
     }
   });
 })();

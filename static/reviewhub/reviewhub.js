@@ -1,16 +1,47 @@
+// @ts-check
 /* ReviewHub reviewer pages: shared helpers (API calls, live sockets, clocks, shortcuts).
- * Everything an agent wrote is untrusted: it only ever reaches the DOM through textContent. */
-(function () {
+ * Everything an agent wrote is untrusted: it only ever reaches the DOM through textContent.
+ * A classic script, loaded first by base.html: the pages' scripts (queue.js, request.js and its modules, ...) find
+ * these helpers as the global `ReviewHub` (window.ReviewHub), typed from this file. */
+
+/**
+ * The reviewer API's JSON answer, as far as the pages read it: an error's status, detail and per-field reasons.
+ * @typedef {object} ApiBody
+ * @property {string} [status]
+ * @property {string} [detail]
+ * @property {Record<string, string>} [fields]
+ */
+
+/**
+ * What `ReviewHub.post` resolves to; status 0 when the request did not reach the server.
+ * @typedef {object} PostResult
+ * @property {boolean} ok
+ * @property {number} status
+ * @property {ApiBody | null} data
+ */
+
+/**
+ * @template M
+ * @typedef {object} SocketHandlers
+ * @property {(message: M) => void} message each JSON frame
+ * @property {(again: boolean) => void} [open] again: reconnected, so pushes may have been missed
+ * @property {() => void} [lost]
+ * @property {() => void} [denied] closed as not allowed (4401, 4403): no retry
+ */
+
+var ReviewHub = (function () {
   "use strict";
 
   var RH = {};
 
   RH.csrfToken = function () {
+    /** @type {HTMLInputElement | null} */
     var field = document.querySelector("input[name=csrfmiddlewaretoken]");
     return field ? field.value : "";
   };
 
   /* POST JSON to the reviewer API with the session cookie and CSRF header; never throws. */
+  /** @param {string} url @param {unknown} [body] @returns {Promise<PostResult>} */
   RH.post = function (url, body) {
     return fetch(url, {
       method: "POST",
@@ -38,6 +69,7 @@
     );
   };
 
+  /** GET JSON; null when it fails. @param {string} url @returns {Promise<any>} */
   RH.getJSON = function (url) {
     return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
       function (response) {
@@ -50,6 +82,7 @@
   };
 
   /* "45s", "3m 12s", "2h 05m", "3d 4h": compact and stable in width. */
+  /** @param {number} ms */
   RH.duration = function (ms) {
     var seconds = Math.max(0, Math.floor(ms / 1000));
     if (seconds < 60) return seconds + "s";
@@ -61,19 +94,24 @@
   };
 
   /* Times in the reviewer's own time zone; UTC stays one hover away (the element's title). */
+  /** @param {string} iso */
   RH.clockTime = function (iso) {
     var moment = new Date(iso);
     if (isNaN(moment.getTime())) return "";
     return moment.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   };
 
+  /** @param {Date} moment */
   RH.utcText = function (moment) {
     return moment.toISOString().slice(0, 19).replace("T", " ") + " UTC";
   };
 
+  /** @param {ParentNode} [root] */
   RH.localTimes = function (root) {
-    (root || document).querySelectorAll("time[data-local]").forEach(function (element) {
-      var moment = new Date(element.getAttribute("datetime"));
+    /** @type {NodeListOf<HTMLTimeElement>} */
+    var local = (root || document).querySelectorAll("time[data-local]");
+    local.forEach(function (element) {
+      var moment = new Date(element.dateTime);
       if (isNaN(moment.getTime())) return;
       var today = new Date().toDateString() === moment.toDateString();
       element.textContent =
@@ -82,14 +120,17 @@
           : moment.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
       element.title = RH.utcText(moment);
     });
-    (root || document).querySelectorAll("time[data-age], time[data-deadline]").forEach(function (element) {
-      var moment = new Date(element.getAttribute("datetime"));
+    /** @type {NodeListOf<HTMLTimeElement>} */
+    var counting = (root || document).querySelectorAll("time[data-age], time[data-deadline]");
+    counting.forEach(function (element) {
+      var moment = new Date(element.dateTime);
       if (!isNaN(moment.getTime())) element.title = moment.toLocaleString() + " · " + RH.utcText(moment);
     });
   };
 
   /* Preferences kept in this browser: single-key shortcuts (WCAG 2.1.4: they can be turned off) and opening
    * the next request after answering. Both on unless turned off. */
+  /** @param {string} name */
   RH.pref = function (name) {
     try {
       return window.localStorage.getItem("reviewhub." + name) !== "off";
@@ -98,6 +139,7 @@
     }
   };
 
+  /** @param {string} name @param {boolean} on */
   RH.setPref = function (name, on) {
     try {
       window.localStorage.setItem("reviewhub." + name, on ? "on" : "off");
@@ -111,12 +153,16 @@
   /* Ages count up, deadlines count down; both re-render every second from their ISO timestamps. */
   RH.tick = function () {
     var now = Date.now();
-    document.querySelectorAll("[data-age]").forEach(function (element) {
-      var since = Date.parse(element.dataset.age);
+    /** @type {NodeListOf<HTMLElement>} */
+    var ages = document.querySelectorAll("[data-age]");
+    ages.forEach(function (element) {
+      var since = Date.parse(element.dataset.age || "");
       if (!isNaN(since)) element.textContent = RH.duration(now - since);
     });
-    document.querySelectorAll("[data-deadline]").forEach(function (element) {
-      var deadline = Date.parse(element.dataset.deadline);
+    /** @type {NodeListOf<HTMLElement>} */
+    var deadlines = document.querySelectorAll("[data-deadline]");
+    deadlines.forEach(function (element) {
+      var deadline = Date.parse(element.dataset.deadline || "");
       if (isNaN(deadline)) return;
       var left = deadline - now;
       element.textContent = left > 0 ? "in " + RH.duration(left) : "overdue " + RH.duration(-left);
@@ -126,7 +172,9 @@
   };
 
   /* A WebSocket that reconnects with backoff. `handlers.open(again)` learns whether pushes may have been missed. */
+  /** @template M @param {string} path @param {SocketHandlers<M>} handlers */
   RH.socket = function (path, handlers) {
+    /** @type {WebSocket | null} */
     var socket = null;
     var attempts = 0;
     var everOpened = false;
@@ -167,8 +215,9 @@
   };
 
   /* True when a key press belongs to a field the reviewer is typing in, so single-letter shortcuts stay out. */
+  /** @param {Event} event */
   RH.isTyping = function (event) {
-    var target = event.target;
+    var target = /** @type {HTMLInputElement | null} */ (event.target);
     if (!target || !target.tagName) return false;
     var tag = target.tagName.toLowerCase();
     if (tag === "textarea" || tag === "select" || target.isContentEditable) return true;
@@ -176,6 +225,7 @@
     return ["checkbox", "radio", "button", "submit"].indexOf((target.type || "").toLowerCase()) === -1;
   };
 
+  /** @param {KeyboardEvent} event */
   RH.plainKey = function (event) {
     // An open modal dialog (take over) owns the keyboard: no letter acts on the page behind it.
     if (document.querySelector("dialog[open]")) return false;
@@ -183,6 +233,7 @@
   };
 
   /* A single-key shortcut: a plain key, outside fields, with shortcuts turned on. */
+  /** @param {KeyboardEvent} event */
   RH.shortcut = function (event) {
     return RH.plainKey(event) && RH.pref("shortcuts");
   };
@@ -192,7 +243,7 @@
       ["pref-shortcuts", "shortcuts"],
       ["pref-auto-next", "autoNext"],
     ].forEach(function (pair) {
-      var box = document.getElementById(pair[0]);
+      const box = /** @type {HTMLInputElement | null} */ (document.getElementById(pair[0]));
       if (!box) return;
       box.checked = RH.pref(pair[1]);
       box.addEventListener("change", function () {
@@ -206,6 +257,7 @@
     });
   }
 
+  /** @param {HTMLFormElement | null} form */
   RH.submit = function (form) {
     if (!form) return;
     if (form.requestSubmit) form.requestSubmit();
@@ -220,15 +272,17 @@
     } catch (error) {
       return;
     }
-    document.querySelectorAll("input[data-browser-zone]").forEach(function (input) {
+    /** @type {NodeListOf<HTMLInputElement>} */
+    var inputs = document.querySelectorAll("input[data-browser-zone]");
+    inputs.forEach(function (input) {
       if (!input.value) input.value = zone;
     });
   }
 
-  window.ReviewHub = RH;
   fillBrowserZone();
   wirePrefs();
   RH.localTimes();
   RH.tick();
   window.setInterval(RH.tick, 1000);
+  return RH;
 })();
