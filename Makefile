@@ -61,8 +61,9 @@ test: $(STAMP) browser $(TS_DIR)/node_modules/.installed
 	@$(MAKE) --no-print-directory test-ts
 
 # Every test on PostgreSQL + Redis, the slow ones too; coverage is measured on the embedded leg only.
+SERVICES_PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS)
 test-services: $(STAMP) browser $(TS_DIR)/node_modules/.installed
-	@$(SERVICES_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	@$(SERVICES_ENV) $(SERVICES_PYTEST)
 
 # tsc type-checks the reviewer pages' scripts (static/reviewhub/, JSDoc types, tsconfig.json); nothing is built.
 node_modules/.installed: package-lock.json

@@ -100,8 +100,7 @@ def test_the_image_copies_what_the_project_needs() -> None:
 
 
 def test_make_test_services_gives_the_service_urls_to_the_whole_recipe() -> None:
-    """The recipe is several shell commands (coverage, then its report): the URLs must reach pytest, not only the
-    first command, or the "services" leg quietly tests SQLite."""
+    """The URLs must reach pytest itself (the recipe exports them), or the "services" leg quietly tests SQLite."""
     import os
     import subprocess
 
@@ -109,7 +108,11 @@ def test_make_test_services_gives_the_service_urls_to_the_whole_recipe() -> None
     assert make is not None
     env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
     result = subprocess.run(
-        [make, "-s", "-o", "browser", "-o", ".venv/.installed", "test-services", "COVERED_PYTEST=true; env"],
+        [
+            *(make, "-s", "-o", "browser", "-o", ".venv/.installed"),
+            *("-o", "clients/typescript/node_modules/.installed"),
+            *("test-services", "SERVICES_PYTEST=true; env"),
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
