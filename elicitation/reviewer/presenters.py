@@ -48,7 +48,8 @@ def closed_notice(found: ElicitationRequest) -> str:
     if found.status == Status.EXPIRED:
         return f"The deadline passed; the agent was sent “{found.action}”."
     who = found.answered_by.get_username() if found.answered_by else "a reviewer"
-    return f"Answered by {who}: {found.action}."
+    decided = outcome(found)
+    return f"Answered by {who}: {decided.label if decided else found.action}."
 
 
 # Banner levels by meaning: an answered request is good news, an expired one a warning, a withdrawn one neutral.
@@ -74,7 +75,11 @@ def page_state(found: ElicitationRequest, user: Any) -> PageState:
     if overdue:
         state.notices.append(("overdue", overdue_notice(found)))
     elif state.closed:
-        state.notices.append((CLOSED_LEVEL.get(Status(found.status), "info"), closed_notice(found)))
+        level = CLOSED_LEVEL.get(Status(found.status), "info")
+        decided = outcome(found)
+        if decided is not None and decided.tone == "rejected":
+            level = "rejected"  # a rejection is not shown as good news
+        state.notices.append((level, closed_notice(found)))
     elif state.held_by_other:
         assert found.claimed_by is not None
         state.notices.append(
@@ -94,6 +99,58 @@ def can_preview_edit(found: ElicitationRequest, state: PageState) -> bool:
     return found.status == Status.PENDING and not state.closed and not state.held_by_other
 
 
+# --- the decision in the reviewer's words ----------------------------------------------------------------------------
+
+
+def approval_question(questions: Any) -> schemas.Question | None:
+    """The yes/no question of an approval: a form whose only required question is one boolean. Its answer is the
+    decision (Approved / Rejected); any other question (a note) only accompanies it."""
+    parsed = [schemas.Question.from_dict(dict(item)) for item in questions or []]
+    required = [question for question in parsed if question.required]
+    if len(required) == 1 and required[0].kind == "boolean":
+        return required[0]
+    return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What was decided, as a person would say it. `tone` picks the colour (CSS `outcome-<tone>`): a rejection is
+    never shown in the green of an accepted protocol action."""
+
+    label: str
+    tone: str  # approved | rejected | answered | declined | expired | withdrawn
+
+
+OUTCOME_SHORT = 60
+
+
+def outcome(found: ElicitationRequest) -> Outcome | None:
+    """None while the request is open. "No" to an approval is Rejected, although the agent received `accept`."""
+    if found.status == Status.WITHDRAWN:
+        return Outcome("Withdrawn", "withdrawn")
+    if found.status == Status.EXPIRED:
+        return Outcome("Expired", "expired")
+    if found.status != Status.COMPLETED:
+        return None
+    if found.action == Action.DECLINE:
+        return Outcome("Declined", "declined")
+    if found.action == Action.CANCEL:
+        return Outcome("Cancelled", "declined")
+    content = found.content or {}
+    approval = approval_question(found.questions) if found.mode == Mode.FORM else None
+    if approval is not None and isinstance(content.get(approval.id), bool):
+        return Outcome("Approved", "approved") if content[approval.id] else Outcome("Rejected", "rejected")
+    answers = []
+    for item in found.questions or []:
+        question = schemas.Question.from_dict(dict(item))
+        if question.id in content:
+            answers.append("(hidden)" if question.sensitive else answer_text(question, content[question.id]))
+    text = " · ".join(answer for answer in answers if answer)
+    if not text:
+        return Outcome("Done" if found.mode == Mode.URL else "Accepted", "answered")
+    return Outcome(text if len(text) <= OUTCOME_SHORT else text[: OUTCOME_SHORT - 1] + "…", "answered")
+
+
 # --- what was sent: the result as the form showed it, and the audit trail ------------------------------------------
 
 ACTION_LABEL = {"accept": "Accepted", "decline": "Declined", "cancel": "Cancelled"}
@@ -105,6 +162,7 @@ class ResultView:
 
     action: str
     action_label: str
+    outcome: Outcome | None
     rows: list[tuple[str, str]]
     answered_by: str | None
     closed_at: datetime | None
@@ -138,6 +196,7 @@ def result_view(found: ElicitationRequest) -> ResultView | None:
     return ResultView(
         action=found.action,
         action_label=ACTION_LABEL.get(found.action, found.action),
+        outcome=outcome(found),
         rows=rows,
         answered_by=found.answered_by.get_username() if found.answered_by else None,
         closed_at=found.closed_at,
@@ -159,6 +218,13 @@ TRAIL_LABEL = {
 }
 
 
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+def clock_text(moment: datetime) -> str:
+    return f"{moment:%H:%M} UTC"
+
+
 @dataclass(frozen=True)
 class TrailRow:
     at: datetime
@@ -168,8 +234,28 @@ class TrailRow:
 
 
 def trail_rows(events: list[RequestEvent]) -> list[TrailRow]:
-    rows = []
+    """The audit rows as read on the page. Each page view is audited, so a person's consecutive "Viewed" rows fold
+    into one (Viewed, five times, the last at 10:32): display only, the hash-chained rows themselves are untouched."""
+    rows: list[TrailRow] = []
+    views = 0  # consecutive "viewed" rows by the person of rows[-1]
+    viewer: Any = None
     for event in events:
+        if (
+            event.kind == "viewed"
+            and views
+            and event.actor_user_id == viewer
+            and event.actor_user_id is not None
+        ):
+            views += 1
+            last = rows[-1]
+            rows[-1] = TrailRow(
+                at=last.at,
+                what=f"Viewed {TIMES}{views}, last {clock_text(event.at)}",
+                who=last.who,
+                change="",
+            )
+            continue
+        views, viewer = (1, event.actor_user_id) if event.kind == "viewed" else (0, None)
         if event.actor_user is not None:
             who = event.actor_user.get_username()
         elif event.actor_agent is not None:

@@ -143,7 +143,7 @@ def _page_url(filters: dict[str, str], key: str, cursor: selectors.QueueCursor |
 def claim_next(request: HttpRequest, slug: str) -> HttpResponse:
     queue = access.reviewable_queue(request.user, slug)
     try:
-        claimed = transitions.claim_next(queue, user=request.user)
+        claimed = transitions.claim_next(queue, user=request.user, resume_held=True)
     except InvalidTransition as exc:
         messages.warning(request, exc.detail)
         return redirect("queue", slug=queue.slug)
@@ -246,6 +246,7 @@ def render_request_page(
         "result": result,
         "trail": presenters.trail_rows(selectors.request_trail(found)) if not found.is_open else [],
         "who": presenters.context_view(found.context),
+        "approval": presenters.approval_question(found.questions) if found.mode == Mode.FORM else None,
         "url": presenters.url_view(found.url) if found.mode == Mode.URL else None,
         "can_supervise": access.can_supervise(request.user, found.queue),
         "now": now,
@@ -362,7 +363,7 @@ def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> H
     done = presenters.ACTION_LABEL[action]
     if request.POST.get("then") == "next":
         try:
-            following = transitions.claim_next(found.queue, user=request.user)
+            following = transitions.claim_next(found.queue, user=request.user, resume_held=True)
         except InvalidTransition:
             following = None
         if following is not None:

@@ -12,6 +12,7 @@ import {
 } from "./request/answer-form.js";
 import { keepClaimAlive, releaseOnLeave, wireClaimButton, wireTakeover } from "./request/claim.js";
 import { shareDrafts } from "./request/drafts.js";
+import { focusOnArrival, rovingRail } from "./request/focus.js";
 import { listenToKeys } from "./request/keys.js";
 import { followLive } from "./request/live.js";
 
@@ -27,5 +28,7 @@ if (RH && page) {
   wireTakeover();
   releaseOnLeave();
   focusFirstError();
+  focusOnArrival();
+  rovingRail();
   listenToKeys();
 }

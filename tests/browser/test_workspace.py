@@ -142,7 +142,9 @@ def test_an_answered_request_is_found_again_by_a_word_of_its_message(open_page, 
     rows = page.locator("#history-table tr.request-row")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("Pay invoice 2024-117")
-    expect(rows.first).to_contain_text("completed: accept")
+    expect(rows.first.locator("[data-outcome]")).to_have_text(
+        "Approved"
+    )  # the decision, not the protocol action
     rows.first.locator("a").click()
     expect(page.locator("#result-action")).to_have_text("Accepted")
 

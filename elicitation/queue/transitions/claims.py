@@ -54,8 +54,33 @@ def claim_request(request_id: UUID, *, user: Any) -> ElicitationRequest:
     )
 
 
-def claim_next(queue: Queue, *, user: Any, attempts: int = 20) -> ElicitationRequest | None:
-    """Claim the queue's most urgent pending request: priority first, then age. None when the queue is empty."""
+def held_claim_id(queue: Queue, user: Any, now: datetime) -> UUID | None:
+    """The most urgent request of the queue this reviewer still holds on a live lease, if any."""
+    return (
+        ElicitationRequest.objects.filter(
+            queue=queue, status=Status.CLAIMED, claimed_by=user, lease_expires_at__gt=now, deadline__gt=now
+        )
+        .order_by("-priority", "created_at")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+def claim_next(
+    queue: Queue, *, user: Any, resume_held: bool = False, attempts: int = 20
+) -> ElicitationRequest | None:
+    """Claim the queue's most urgent pending request: priority first, then age. None when the queue is empty.
+
+    With `resume_held` (the reviewer pages' "next request"), a request the reviewer already holds comes first,
+    resumed through the same claim path (which renews its lease): otherwise each "next" past an unanswered claim
+    would leave it held, blocking teammates until its lease ran out. API clients that claim several at once
+    keep the plain behaviour."""
+    held = held_claim_id(queue, user, clock.now()) if resume_held else None
+    if held is not None:
+        try:
+            return claim_request(held, user=user)
+        except InvalidTransition:
+            pass  # answered, taken over or run out since the read: claim a pending one instead
     for _ in range(attempts):
         now = clock.now()
         with transaction.atomic():

@@ -19,7 +19,7 @@ import {
 /** @typedef {import("./page.js").RequestSummary} RequestSummary */
 
 /** @type {Readonly<Record<string, boolean>>} */
-const CLOSED_LEVEL_OF = { answered: true, expired: true, withdrawn: true };
+const CLOSED_LEVEL_OF = { answered: true, rejected: true, expired: true, withdrawn: true };
 /** @type {Readonly<Record<string, string>>} */
 const CLOSED_LEVEL = { completed: "answered", expired: "expired", withdrawn: "withdrawn" };
 
