@@ -48,16 +48,11 @@ django_http: ASGIHandler = OneHopASGIHandler()
 
 # Static files are served by WhiteNoise inside Django's middleware chain (settings.SERVE_STATIC), so they carry
 # the same security headers as pages.
-from elicitation.api.long_poll_answers import request_bodies_after_wait  # noqa: E402
-from elicitation.api.throttling import charge_agent_call  # noqa: E402
 from elicitation.delivery.long_poll import LongPollMiddleware  # noqa: E402
 
-# Long-polls wait on the event loop in front of Django, so a waiting agent holds no thread (see long_poll.py), and a
-# wait on a request is answered there too, with the API's own rendering (long_poll_answers.py) and rate count.
-long_polls = LongPollMiddleware(
-    django_http, answer_after_wait=request_bodies_after_wait, count_agent_call=charge_agent_call
-)
-django_http = long_polls  # type: ignore[assignment]
+# Long-polls wait on the event loop in front of Django, so a waiting agent holds no thread (see long_poll.py); Django
+# then answers them as any GET.
+django_http = LongPollMiddleware(django_http)  # type: ignore[assignment]
 
 if importlib.util.find_spec("mcp") is not None:  # the optional `reviewhub[mcp]` extra: MCP server at /mcp/
     from elicitation.mcp.server import with_mcp_endpoint

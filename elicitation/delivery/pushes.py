@@ -340,36 +340,8 @@ def on_draft_changed(sender: Any, request_id: Any, draft: dict[str, Any], **kwar
 
 def on_agent_event_recorded(sender: Any, event: AgentEvent, **kwargs: Any) -> None:
     # `agent` names the agent: the waiter hub that hears the shard hands it to that agent's listeners.
-    message: dict[str, Any] = {"type": "agent.event", "agent": event.agent_id, "event": event.payload}
-    answer = long_poll_answer(event.request)
-    if answer is not None:
-        message["long_poll_answer"] = answer
+    message = {"type": "agent.event", "agent": event.agent_id, "event": event.payload}
     send_on_commit(layer_group(agent_group(event.agent_id)), message)
-
-
-# A long-poll on a request that a push closes answers with the body the push carries, rendered where the request
-# closed from the row the transition locked: without it, every such answer was a thread hop, a read and a render
-# in the process holding the long-poll, 10x the socket's frame (bench #3). The API layer renders the body
-# (`render_long_poll_answers_with`, wired in elicitation/apps.py): delivery does not import the API.
-LONG_POLL_ANSWER_MAX_BYTES = 16 * 1024
-long_poll_renderer: Callable[[ElicitationRequest], bytes] | None = None
-
-
-def render_long_poll_answers_with(renderer: Callable[[ElicitationRequest], bytes] | None) -> None:
-    global long_poll_renderer
-    long_poll_renderer = renderer
-
-
-def long_poll_answer(request: ElicitationRequest) -> dict[str, Any] | None:
-    """What a closing push carries for the request's long-polls: the body, and the key prefix of the agent as the
-    closing transaction read its row, so a key rotated by then is not answered. A revoked agent, an open request or
-    a body over LONG_POLL_ANSWER_MAX_BYTES carries none: the long-poll then reads the request as before."""
-    if long_poll_renderer is None or request.is_open or not request.agent.is_active:
-        return None
-    body = long_poll_renderer(request)
-    if len(body) > LONG_POLL_ANSWER_MAX_BYTES:
-        return None
-    return {"body": body, "key_prefix": request.agent.key_prefix}
 
 
 def on_agent_key_changed(sender: Any, agent_id: int, **kwargs: Any) -> None:

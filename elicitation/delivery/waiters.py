@@ -10,9 +10,9 @@ it, so waiters look at the database now and then; here they do it together:
 - agent sockets keep their own (jittered) timers (agent_socket.py), but their head look-ups are spaced reads
   (`SpacedReads`, HEAD_BATCH_SECONDS apart): ONE query per chunk (`agent_event_heads`), which also says whether the
   socket's key was revoked or rotated away. A socket whose head moved then reads its outbox.
-- a new long-poll's first look (is the answer there already?) is a spaced read too (FIRST_LOOK_SPACING), and so
-  is the answer of every long-poll whose wait ran out (long_poll.py); an agent key that the database confirmed
-  lately is trusted for starting a wait while its revocation would be heard (`trusted_key`).
+- a new long-poll's first look (is the answer there already?) is a spaced read too (FIRST_LOOK_SPACING); an agent
+  key that the database confirmed lately is trusted for starting a wait while its revocation would be heard
+  (`trusted_key`).
 
 So the queries per interval stay flat however many agents wait (until a chunk fills): at most one long-poll round
 per LONG_POLL_RECHECK_SECONDS and one read of each spaced kind per its spacing. 10,000 long-polls re-polling every
@@ -71,7 +71,7 @@ HEAD_BATCH_SECONDS = 0.5  # sockets' head look-ups: at most one query per this m
 FIRST_LOOK_SPACING = 0.25
 # How long an agent key the database confirmed is trusted for starting a long-poll without reading it again; the
 # trust also ends with a revocation push (heard while the agent's group is joined) or a refused answer. A trusted
-# key only ever starts a wait: every answer is read with the key's row again (long_poll_answers.py).
+# key only ever starts a wait: every answer is Django's, which authenticates the key again.
 KEY_TRUST_SECONDS = 120.0
 # A group stays joined this long after its last waiter left: an agent that long-polls polls again, and each join
 # and leave queues behind every other one on the pub/sub layer's connection lock.
@@ -227,16 +227,12 @@ class LongPollWait:
     agent_id: int
     request_id: str | None = None
     cursor: int = 0
-    key_prefix: str = ""  # of the key the wait was asked with
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    key_changed: bool = False  # the agent's key was revoked or rotated meanwhile: Django must answer (401)
-    pushed_answer: dict[str, Any] | None = None  # what the closing push carried (pushes.long_poll_answer)
 
 
 @dataclass
 class TrustedKey:
     agent_id: int
-    key_prefix: str
     confirmed_at: float
 
 
@@ -369,10 +365,10 @@ class WaiterHub:
             return None
         return trusted
 
-    def trust_key(self, digest: bytes, agent_id: int, key_prefix: str) -> None:
-        """The database just confirmed this key as `agent_id`'s (the key check, or an answer read with its row)."""
+    def trust_key(self, digest: bytes, agent_id: int) -> None:
+        """The database just confirmed this key as `agent_id`'s (the key check, or Django's answer)."""
         now = asyncio.get_running_loop().time()
-        self.trusted_keys[digest] = TrustedKey(agent_id, key_prefix, now)
+        self.trusted_keys[digest] = TrustedKey(agent_id, now)
         self.trusted_by_group.setdefault(pushes.agent_group(agent_id), set()).add(digest)
 
     def distrust(self, digest: bytes) -> None:
@@ -488,10 +484,7 @@ class WaiterHub:
         request_id = wait.request_id
 
         def settle(message: Message) -> None:
-            if message.get("type") == "agent.revoked":
-                wait.key_changed = True
-            elif event_closes(message, request_id):  # the read that would follow could only confirm it
-                wait.pushed_answer = message.get("long_poll_answer")
+            if event_closes(message, request_id):  # the read that would follow could only confirm it
                 wait.done.set()
 
         # The agent's group, not the request's: one membership for all of an agent's waits (kept a while after,

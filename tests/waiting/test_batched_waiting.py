@@ -361,6 +361,5 @@ async def test_agents_share_their_shards_memberships_and_a_push_wakes_only_its_o
 
     for request in requests[1:]:
         await answer(request, "decline")
-    ended = await asyncio.wait_for(asyncio.gather(*waits[1:]), timeout=10)
-    assert [wait.done.is_set() for wait in ended if wait is not None] == [True, True]
+    await asyncio.wait_for(asyncio.gather(*waits[1:]), timeout=10)
     assert len(calls) == 2

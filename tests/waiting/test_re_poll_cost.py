@@ -1,6 +1,6 @@
 """An agent that long-polls again and again costs the database per interval, not per poll (bench #10): its key is
-trusted while its revocation would be heard, first looks and the answers of waits that ran out are spaced reads.
-The losing sides: a revoked key is refused whether its push was heard or lost, and the trust ends with the group."""
+trusted for starting a wait while its revocation would be heard, and first looks are spaced reads. The losing
+sides: a revoked key is refused whether its push was heard or lost, and the trust ends with the group."""
 
 import asyncio
 from collections.abc import Awaitable, Callable
@@ -8,25 +8,25 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from elicitation.delivery import long_poll, pushes, waiters
 from elicitation.models import Agent, ElicitationRequest
 from elicitation.queue import accounts
-from reviewhub.asgi import long_polls
 from tests.asgi import AsgiClient, AsgiResponse
 from tests.waiting.test_batched_waiting import counting_calls, until
-from tests.waiting.test_long_poll_answers import after_django_answered_once, revoke_without_push
+from tests.waiting.test_long_poll_answered_by_django import long_poll_answered_by, revoke_without_push
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 Answer = Callable[..., Awaitable[ElicitationRequest]]
 
 
-@pytest.fixture(autouse=True)
-def nothing_learned(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(long_polls, "route_headers", None)
+async def answered_once(
+    answer: Answer, make_request: Callable[..., ElicitationRequest], key: str
+) -> ElicitationRequest:
+    """One long-poll answered (its key read and trusted); a fresh request to poll next."""
+    await long_poll_answered_by(answer, await database_sync_to_async(make_request)(), key)
+    return await database_sync_to_async(make_request)()
 
 
 async def poll(key: str, request: ElicitationRequest, wait: int = 30) -> AsgiResponse:
@@ -45,13 +45,14 @@ async def test_an_agent_polling_again_costs_no_key_read_while_its_group_is_joine
     settings.MAX_LONG_POLL_SECONDS = 1
     _, key = agent_with_key
     key_reads = counting_calls(monkeypatch, long_poll, "agent_for_key")
-    _, request = await after_django_answered_once(answer, make_request, key)
+    request = await answered_once(answer, make_request, key)
     reads_before = len(key_reads)
 
     polls = [await poll(key, request) for _ in range(3)]
 
     assert [(p.status_code, p.json()["status"]) for p in polls] == [(200, "pending")] * 3
-    assert reads_before >= 1 and len(key_reads) == reads_before  # each answer re-confirmed the key on its row
+    # Each of Django's 200s confirmed the key again.
+    assert reads_before >= 1 and len(key_reads) == reads_before
 
 
 async def test_a_heard_revocation_ends_the_trust_and_the_next_poll_is_refused_at_once(
@@ -62,7 +63,7 @@ async def test_a_heard_revocation_ends_the_trust_and_the_next_poll_is_refused_at
 ) -> None:
     agent, key = agent_with_key
     key_reads = counting_calls(monkeypatch, long_poll, "agent_for_key")
-    _, request = await after_django_answered_once(answer, make_request, key)
+    request = await answered_once(answer, make_request, key)
     await until(lambda: bool(waiters.hub().trusted_keys))
     reads_before = len(key_reads)
 
@@ -84,11 +85,11 @@ async def test_a_lost_revocation_lets_a_trusted_key_wait_but_never_be_answered(
     settings.MAX_LONG_POLL_SECONDS = 1
     agent, key = agent_with_key
     key_reads = counting_calls(monkeypatch, long_poll, "agent_for_key")
-    _, request = await after_django_answered_once(answer, make_request, key)
+    request = await answered_once(answer, make_request, key)
     reads_before = len(key_reads)
 
     await database_sync_to_async(revoke_without_push)(agent)
-    ran_out = await poll(key, request)  # still trusted: it waits, then its answer's row refuses the key
+    ran_out = await poll(key, request)  # still trusted: it waits, then Django refuses the key
     again = await poll(key, request)
 
     assert (ran_out.status_code, again.status_code) == (401, 401)
@@ -109,7 +110,7 @@ async def test_the_trust_ends_when_the_agents_group_is_left_or_it_grows_old(
     monkeypatch.setattr(waiters, "GROUP_LINGER_SECONDS", 0.3)
     agent, key = agent_with_key
     key_reads = counting_calls(monkeypatch, long_poll, "agent_for_key")
-    _, request = await after_django_answered_once(answer, make_request, key)
+    request = await answered_once(answer, make_request, key)
     group = pushes.agent_group(agent.pk)
 
     await until(lambda: not waiters.hub().is_joined(group))  # nobody waits: after the linger it is left
@@ -121,41 +122,6 @@ async def test_the_trust_ends_when_the_agents_group_is_left_or_it_grows_old(
     monkeypatch.setattr(waiters, "KEY_TRUST_SECONDS", 0.0)
     await poll(key, request)
     assert len(key_reads) == reads_before + 2
-
-
-async def test_waits_that_run_out_together_are_answered_by_one_query(
-    agent_with_key: tuple[Agent, str],
-    make_request: Callable[..., ElicitationRequest],
-    answer: Answer,
-    settings: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _, key = agent_with_key
-    await after_django_answered_once(answer, make_request, key)
-    requests = await database_sync_to_async(lambda: [make_request() for _ in range(20)])()
-    settings.MAX_LONG_POLL_SECONDS = 1
-    answer_reads: list[tuple[int, int]] = []  # (waits answered, queries run)
-    original = long_polls.answer_after_wait
-    assert original is not None
-
-    def counted(waits: list[tuple[int, str, str]]) -> list[bytes | None]:
-        with CaptureQueriesContext(connection) as captured:
-            bodies = original(waits)
-        answer_reads.append((len(waits), len(captured.captured_queries)))
-        return bodies
-
-    monkeypatch.setattr(long_polls, "answer_after_wait", counted)
-
-    async def poll_later(index: int, request: ElicitationRequest) -> AsgiResponse:
-        await asyncio.sleep(0.02 * index)  # they run out over ~0.4 s, not all in one loop turn
-        return await poll(key, request)
-
-    polls = await asyncio.gather(*(poll_later(index, request) for index, request in enumerate(requests)))
-
-    assert [(p.status_code, p.json()["id"]) for p in polls] == [(200, str(r.pk)) for r in requests]
-    assert sum(waits for waits, _ in answer_reads) == 20
-    # A few spaced reads (TIMED_OUT_ANSWER_SPACING apart) of one query each, not one per wait.
-    assert len(answer_reads) <= 5 and {queries for _, queries in answer_reads} == {1}
 
 
 async def test_spaced_reads_answer_the_first_at_once_and_the_rest_together() -> None:
