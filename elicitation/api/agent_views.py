@@ -100,7 +100,7 @@ class RequestListView(AgentAPIView):
         if which not in {"open", "closed", "all"}:
             raise InvalidInput("Unknown status filter.", {"status": "must be open, closed or all"})
         rows = selectors.agent_requests(self.agent.pk, which)
-        return Response(s.RequestSerializer(rows, many=True).data)
+        return Response(s.RequestSerializer(rows, many=True, context=s.expected_wait_context(rows)).data)
 
 
 class RequestDetailView(AgentAPIView):
@@ -113,7 +113,8 @@ class RequestDetailView(AgentAPIView):
     def get(self, request: Request, request_id: UUID) -> Response:
         parse_non_negative_int(request.query_params.get("wait"), "wait")
         # Waiting (`wait`) happened in front of Django, in delivery/long_poll.py; this only reads.
-        return Response(s.RequestSerializer(self.own_request(request_id)).data)
+        found = self.own_request(request_id)
+        return Response(s.RequestSerializer(found, context=s.expected_wait_context([found])).data)
 
 
 class RequestCancelView(AgentAPIView):

@@ -1,6 +1,7 @@
 """Envelopes of the REST API. Serializers check shapes; services check the domain."""
 
 import copy
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -9,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from elicitation.models import Action, DraftState, ElicitationRequest, Mode
-from elicitation.queue import browser_urls, clock, quorum
+from elicitation.queue import browser_urls, clock, expected_wait, quorum
 
 _url_shape = URLValidator(schemes=["http", "https"])
 
@@ -147,7 +148,23 @@ class RequestSerializer(ShallowFieldCopies):
         detail = status_detail(instance)
         if detail is not None:
             data["statusDetail"] = detail
+        # Only where the caller read the estimates (`expected_wait_context`): rendering reads no rows. The
+        # serializer's context, through super(): this class declares a field named `context`.
+        wait = super().context.get(EXPECTED_WAITS, {}).get(instance.pk)
+        if wait is not None and instance.is_open:
+            data["expectedWaitSeconds"] = wait
         return data
+
+
+# Serializer context: {request id: whole seconds it will likely wait}, for `expectedWaitSeconds`.
+EXPECTED_WAITS = "expected_waits"
+
+
+def expected_wait_context(requests: Iterable[ElicitationRequest]) -> dict[str, Any]:
+    """Context for RequestSerializer that adds `expectedWaitSeconds` to open requests (queue/expected_wait.py:
+    one snapshot per queue, kept a few seconds). The agent's GETs and MCP pass it; the create's response and the
+    reviewer API do not, so intake and the reviewer's listings cost what they did."""
+    return {EXPECTED_WAITS: expected_wait.seconds_by_request(requests)}
 
 
 def status_detail(request: ElicitationRequest) -> dict[str, Any] | None:

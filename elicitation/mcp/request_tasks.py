@@ -11,7 +11,7 @@ from mcp.types import CallToolResult, TextContent
 
 from elicitation.mcp import tasks
 from elicitation.mcp.callers import Caller, current_caller, load_agent
-from elicitation.mcp.results import represent, retry_after, secret_outcome
+from elicitation.mcp.results import represent, secret_outcome
 from elicitation.mcp.service_calls import database_call
 from elicitation.mcp.tool_actions import owned_request
 from elicitation.models import OPEN_STATUSES, HostedFlow, Status
@@ -49,13 +49,26 @@ def _task_state(caller: Caller, request_id: str, task_id: str) -> tasks.TaskStat
     if request.status in OPEN_STATUSES:
         claimed = request.status == Status.CLAIMED
         waiting = "A reviewer is answering." if claimed else "Waiting for a reviewer."
-        return state("working", waiting, poll_interval_seconds=retry_after(request))
+        expected = view.get("expectedWaitSeconds")
+        if expected is not None:
+            waiting += f" An answer is expected in about {spoken_duration(expected)}."
+        # Poll about when the answer is expected (tasks/get rereads the estimate each time).
+        return state("working", waiting, poll_interval_seconds=view["retryAfterSeconds"])
     if request.status == Status.WITHDRAWN:
         return state("cancelled", "The request was withdrawn.")
     # Answered or expired: the tool would have returned the closed request (an expiry is a result, not a failure).
     value: Any = secret_outcome(str(flow_id), view) if flow_id is not None else view
     outcome = f" ({view['result']['action']})" if view["result"] else ""
     return state("completed", f"The request {request.status}{outcome}.", result=tool_result(value))
+
+
+def spoken_duration(seconds: int) -> str:
+    """`45 s`, `4 min`, `2 h`: the expected wait as a status message says it."""
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
 
 
 def _cancel_task(caller: Caller, request_id: str) -> None:

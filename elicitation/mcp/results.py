@@ -1,7 +1,9 @@
 """What the tools return, also published as each tool's outputSchema: the REST API's representation of a request
-(plus a retry hint while it is open), a queue, and what the MCP channel may carry about a secret flow."""
+(with its expected wait and a retry hint while it is open), a queue, and what the MCP channel may carry about a
+secret flow."""
 
 import json
+import math
 from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
@@ -19,7 +21,8 @@ class ElicitOutcome(TypedDict):
 
 
 class ReviewRequest(TypedDict):
-    """The same representation as `GET /api/v1/requests/{id}`, plus a retry hint while the request is open."""
+    """The same representation as `GET /api/v1/requests/{id}` (`expectedWaitSeconds` while the request is open
+    and the queue gives something to go on), plus a retry hint while it is open."""
 
     id: str
     status: Literal["pending", "claimed", "completed", "expired", "withdrawn"]
@@ -36,6 +39,7 @@ class ReviewRequest(TypedDict):
     closedAt: str | None
     overdue: bool
     result: ElicitOutcome | None
+    expectedWaitSeconds: NotRequired[int]
     retryAfterSeconds: NotRequired[int]
 
 
@@ -56,19 +60,31 @@ class SecretOutcome(TypedDict):
     status: Literal["pending", "claimed", "completed", "expired", "withdrawn"]
     action: Literal["accept", "decline", "cancel"] | None
     redeem: str
+    expectedWaitSeconds: NotRequired[int]
     retryAfterSeconds: NotRequired[int]
 
 
-def retry_after(request: ElicitationRequest) -> int:
-    """How long a polling agent should wait before asking again: a tenth of the time left, 5 s to 60 s."""
+MIN_RETRY_SECONDS = 1
+MAX_RETRY_SECONDS = 60
+
+
+def retry_after(request: ElicitationRequest, expected_wait: int | None) -> int:
+    """How long a polling agent should wait before asking again (`retryAfterSeconds`, Tasks' `pollIntervalMs`):
+    when the answer is expected, 1 s to 60 s and never past the deadline; without an estimate, a tenth of the
+    time left, 5 s to 60 s."""
     left = (request.deadline - clock.now()).total_seconds()
-    return int(max(5, min(60, left / 10)))
+    if expected_wait is None:
+        return int(max(5, min(MAX_RETRY_SECONDS, left / 10)))
+    return max(MIN_RETRY_SECONDS, min(expected_wait, MAX_RETRY_SECONDS, math.ceil(left)))
 
 
 def represent(request: ElicitationRequest) -> ReviewRequest:
-    data: Any = json.loads(json.dumps(s.RequestSerializer(request).data, default=str))
+    """Reads the expected wait of an open request: its queue must be loaded with it (as every caller's query
+    does), and the queue's figures are kept a few seconds, so representing many requests costs per queue."""
+    context = s.expected_wait_context([request])
+    data: Any = json.loads(json.dumps(s.RequestSerializer(request, context=context).data, default=str))
     if request.status in OPEN_STATUSES:
-        data["retryAfterSeconds"] = retry_after(request)
+        data["retryAfterSeconds"] = retry_after(request, data.get("expectedWaitSeconds"))
     return data  # type: ignore[no-any-return]
 
 
@@ -81,6 +97,8 @@ def secret_outcome(flow_id: str, request: ReviewRequest) -> SecretOutcome:
         "action": result["action"] if result else None,
         "redeem": f"POST /api/v1/flows/{flow_id}/retrieve with the agent key",
     }
+    if "expectedWaitSeconds" in request:
+        outcome["expectedWaitSeconds"] = request["expectedWaitSeconds"]
     if "retryAfterSeconds" in request:
         outcome["retryAfterSeconds"] = request["retryAfterSeconds"]
     return outcome
