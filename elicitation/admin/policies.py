@@ -3,17 +3,24 @@ by saving it), single rules validated exactly as the API validates them, and app
 
 Both forms check as the signed-in user writes (`writer`, set by the admin's `get_form`): a route goes only to a
 queue they supervise, as over REST. The rule file is read by `rules.load_rule_file` and a rule's JSON fields by the
-same JSON checks (size and depth before parsing), so no door parses what another refuses."""
+same JSON checks (size and depth before parsing), so no door parses what another refuses.
+
+Every write here (save, delete, an action such as Revoke) is one call of the writer's REVIEWER_RATE, the budget the
+rules API draws on for the same writes (`RuleWritesChargeReviewerRate`): over it, 429 and nothing is written."""
 
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.forms.fields import InvalidJSONInput, JSONString
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
+from elicitation.api import throttling
+from elicitation.api.errors import throttled_body
 from elicitation.models import AnswerRule, Approval, QueuePolicy
 from elicitation.queue import rules
 from elicitation.queue.errors import InvalidInput
@@ -82,8 +89,49 @@ class QueuePolicyForm(WrittenByForm):
         return cleaned
 
 
+class RuleWritesChargeReviewerRate(admin.ModelAdmin):
+    """A POST to the add, change or delete page or to the list (its actions) is one call of the staff user's
+    REVIEWER_RATE, counted as `ReviewerRateThrottle` counts a rules API call; over it, a 429 page with Retry-After
+    before any form is read. Reading is not charged: only the rule writes the API charges for have a door here."""
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: Any = None,
+    ) -> HttpResponse:
+        refused = self.over_rate(request)
+        return refused or super().changeform_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        refused = self.over_rate(request)
+        return refused or super().delete_view(request, object_id, extra_context)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        refused = self.over_rate(request)
+        return refused or super().changelist_view(request, extra_context)
+
+    def over_rate(self, request: HttpRequest) -> HttpResponse | None:
+        if request.method != "POST":
+            return None
+        rate = getattr(settings, throttling.ReviewerRateThrottle.rate_setting, None)
+        retry_after = throttling.charge(throttling.ReviewerRateThrottle.scope, str(request.user.pk), rate)
+        if retry_after is None:
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Too many requests",
+            "detail": f"Nothing was saved. {throttled_body(retry_after)['detail']}",
+        }
+        response = TemplateResponse(request, "admin/elicitation/throttled.html", context, status=429)
+        response["Retry-After"] = str(retry_after)
+        return response
+
+
 @admin.register(QueuePolicy)
-class QueuePolicyAdmin(admin.ModelAdmin):
+class QueuePolicyAdmin(RuleWritesChargeReviewerRate):
     form = QueuePolicyForm
     list_display = ("queue", "mode", "unmatched", "quorum_text", "rule_count")
     list_filter = ("mode",)
@@ -162,7 +210,7 @@ class AnswerRuleForm(WrittenByForm):
 
 
 @admin.register(AnswerRule)
-class AnswerRuleAdmin(admin.ModelAdmin):
+class AnswerRuleAdmin(RuleWritesChargeReviewerRate):
     form = AnswerRuleForm
     list_display = (
         "name",

@@ -6,10 +6,12 @@ signature seen before inside that window is a replay and is refused too. The `pa
 untrusted JSON (lone surrogates and deep nesting refused) and its shape checked (`slack_interactions.check_payload`):
 a signed payload Slack would never send is a 400 in the API's error vocabulary, `{code, detail, fields}` naming the
 field, and nothing is done. What a well-formed payload asks for is done by delivery/slack_interactions.py through
-the same transitions as the web page.
+the same transitions as the web page, each button or form charged to the reviewer's REVIEWER_RATE, the budget the
+reviewer API and the pages draw on (`reviewer_over_rate`).
 """
 
 import logging
+from typing import Any
 from urllib.parse import parse_qs
 
 from django.conf import settings
@@ -19,7 +21,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from elicitation.api.errors import domain_error_body, error_body, http_status
+from elicitation.api import throttling
+from elicitation.api.errors import domain_error_body, error_body, http_status, throttled_body
 from elicitation.delivery import slack_interactions
 from elicitation.queue import clock, untrusted_json
 from elicitation.queue.errors import InvalidInput
@@ -66,6 +69,14 @@ def parsed_payload(text: str) -> object:
         raise InvalidInput("`payload` must be JSON.", {field: refused.reason}) from None
 
 
+def reviewer_over_rate(user: Any) -> str | None:
+    """One call against the reviewer's REVIEWER_RATE, counted as `ReviewerRateThrottle` counts an API call: None
+    within it, else the API's words for the refusal, which name the seconds to wait."""
+    rate = getattr(settings, throttling.ReviewerRateThrottle.rate_setting, None)
+    retry_after = throttling.charge(throttling.ReviewerRateThrottle.scope, str(user.pk), rate)
+    return None if retry_after is None else str(throttled_body(retry_after)["detail"])
+
+
 def verified(request: HttpRequest) -> bool:
     verifier = SignatureVerifier(settings.SLACK_SIGNING_SECRET, clock=DomainClock())
     timestamp = request.headers.get("X-Slack-Request-Timestamp")
@@ -90,7 +101,7 @@ def interactions(request: HttpRequest) -> HttpResponse:
         payload = slack_interactions.check_payload(parsed_payload(payload_text(request.body)))
     except InvalidInput as exc:
         return JsonResponse(domain_error_body(exc), status=http_status(exc))
-    reply = slack_interactions.handle(payload)
+    reply = slack_interactions.handle(payload, reviewer_over_rate)
     if reply.body is None:
         return HttpResponse(status=200)
     return JsonResponse(reply.body)

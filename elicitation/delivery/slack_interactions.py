@@ -13,6 +13,7 @@ objects or a date-time past year 9999 is a 400 naming the field, never an Attrib
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -151,6 +152,11 @@ def check_payload(payload: Any) -> dict[str, Any]:
 # --- answering ----------------------------------------------------------------------------------------------------
 
 
+# Charges the acting reviewer's rate budget: None within it, else the refusal's words. The edge view supplies it
+# (api/slack_views.py): the budget is the reviewer API's, and delivery sits below the API.
+RateCheck = Callable[[Any], str | None]
+
+
 @dataclass(frozen=True)
 class Reply:
     """What the interaction endpoint answers Slack: a JSON body (modal errors), or nothing (200)."""
@@ -216,17 +222,18 @@ def answer(request: ElicitationRequest, user: Any, action: str, content: dict[st
         transitions.respond(request.pk, user=user, action=action, content=content)
 
 
-def handle(payload: dict[str, Any]) -> Reply:
-    """Act on a payload `check_payload` accepted."""
+def handle(payload: dict[str, Any], over_rate: RateCheck) -> Reply:
+    """Act on a payload `check_payload` accepted. A reviewer's button or form is one call of their rate budget,
+    charged by `over_rate` once they are known to review the request's queue."""
     kind = payload.get("type")
     if kind == "block_actions":
-        return _block_action(payload)
+        return _block_action(payload, over_rate)
     if kind == "view_submission" and (payload.get("view") or {}).get("callback_id") == slack.MODAL_CALLBACK:
-        return _view_submission(payload)
+        return _view_submission(payload, over_rate)
     return Reply()
 
 
-def _block_action(payload: dict[str, Any]) -> Reply:
+def _block_action(payload: dict[str, Any], over_rate: RateCheck) -> Reply:
     actions = payload.get("actions") or []
     if not actions:
         return Reply()
@@ -238,6 +245,10 @@ def _block_action(payload: dict[str, Any]) -> Reply:
     user = _authorised(payload, request)
     if user is None or request is None:
         _tell(payload, NOT_A_REVIEWER)
+        return Reply()
+    refused = over_rate(user)
+    if refused is not None:
+        _tell(payload, f"Not answered: {refused}")
         return Reply()
     if action_id == slack.OPEN_FORM:
         if request.is_open and not slack.link_only(request):
@@ -265,7 +276,7 @@ def _block_action(payload: dict[str, Any]) -> Reply:
     return Reply()
 
 
-def _view_submission(payload: dict[str, Any]) -> Reply:
+def _view_submission(payload: dict[str, Any], over_rate: RateCheck) -> Reply:
     view = payload.get("view") or {}
     request = _request(view.get("private_metadata") or "")
     first_block = next(
@@ -274,6 +285,9 @@ def _view_submission(payload: dict[str, Any]) -> Reply:
     user = _authorised(payload, request)
     if user is None or request is None or slack.link_only(request):
         return Reply({"response_action": "errors", "errors": {first_block: NOT_A_REVIEWER[:150]}})
+    refused = over_rate(user)
+    if refused is not None:
+        return Reply({"response_action": "errors", "errors": {first_block: f"Not answered: {refused}"[:150]}})
     values = (view.get("state") or {}).get("values") or {}
     content, errors = slack.validate_submission(request, values)
     if errors:

@@ -33,7 +33,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import AnyHttpUrl, Field
 
 from elicitation.api import throttling
-from elicitation.api.errors import throttled_body
+from elicitation.api.errors import domain_error_body, invalid_input, throttled_body
 from elicitation.mcp import tasks
 from elicitation.mcp.callers import AgentKeyVerifier, current_caller
 from elicitation.mcp.request_tasks import TASK_TOOLS, RequestTasks
@@ -50,6 +50,7 @@ from elicitation.mcp.tool_actions import (
     withdraw_request,
     withdraw_unread,
 )
+from elicitation.queue import untrusted_json
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +139,21 @@ def charge_agent_rate(agent_id: int) -> int | None:
     return throttling.charge(throttling.AgentRateThrottle.scope, str(agent_id), rate)
 
 
+def refused_arguments(arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """REST's body check (`api/parsers.UntrustedJSONParser`) on a tool's arguments, which the SDK's JSON-RPC parser
+    lets through up to its own ~200 levels: the same `invalid` body naming the same path (`context.a.a…`), or None.
+    The arguments object stands where REST's body does, so depths and paths count alike."""
+    try:
+        untrusted_json.check(arguments)
+    except untrusted_json.JSONRefused as refused:
+        return domain_error_body(invalid_input({refused.path: [refused.reason]}))
+    return None
+
+
 class ReviewHubMCPServer(MCPServer[Any]):
     """The SDK's server with REST's door rules around every tool call: the call is charged to the agent's rate
-    first, and a refusal is answered with the REST body instead of the SDK's "Error executing tool <name>: …"."""
+    first, its arguments pass REST's body check, and a refusal is answered with the REST body instead of the SDK's
+    "Error executing tool <name>: …"."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -150,6 +163,10 @@ class ReviewHubMCPServer(MCPServer[Any]):
         if retry_after is not None:
             logger.info("Tool %r refused: agent %s is over AGENT_RATE", name, caller.agent_id)
             return tool_error(throttled_body(retry_after))
+        refused = refused_arguments(arguments)
+        if refused is not None:
+            logger.info("Tool %r refused: %s", name, refused["code"])
+            return tool_error(refused)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

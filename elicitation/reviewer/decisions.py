@@ -21,6 +21,7 @@ from elicitation.queue import access, clock, quorum, rules, schemas
 from elicitation.queue.errors import AccessDenied, InvalidInput, NotFoundError
 from elicitation.reviewer import presenters
 from elicitation.reviewer.errors import domain_errors_as_pages
+from elicitation.reviewer.rate_budget import within_reviewer_rate
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
@@ -73,6 +74,7 @@ def panel(found: ElicitationRequest, user: Any) -> dict[str, Any]:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
 def decision_json(request: HttpRequest, request_id: UUID) -> JsonResponse:
@@ -138,6 +140,7 @@ def _rememberable(request: HttpRequest, request_id: UUID) -> ElicitationRequest:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_http_methods(["GET", "POST"])
 def remember_page(request: HttpRequest, request_id: UUID) -> HttpResponse:
@@ -179,6 +182,7 @@ def remember_page(request: HttpRequest, request_id: UUID) -> HttpResponse:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
 def remembered_list(request: HttpRequest, slug: str) -> HttpResponse:
@@ -200,6 +204,7 @@ def remembered_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_POST
 def revoke_remembered(request: HttpRequest, slug: str, rule_id: int) -> HttpResponse:

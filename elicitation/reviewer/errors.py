@@ -37,3 +37,17 @@ def domain_errors_as_pages(view: Callable[..., HttpResponse]) -> Callable[..., H
             return error_page(request, exc)
 
     return wrapped
+
+
+def throttled_page(request: HttpRequest, retry_after: int) -> HttpResponse:
+    """Over the reviewer's REVIEWER_RATE (`rate_budget`): 429 with Retry-After, as the reviewer API answers."""
+    minutes = max(1, (retry_after + 59) // 60)
+    detail = (
+        "You have made more requests than your limit allows in a short time, here or through the API. "
+        f"Nothing was changed. Try again in {minutes} minute{'s' if minutes != 1 else ''}."
+    )
+    response = render(
+        request, "review/error.html", {"title": "Too many requests", "detail": detail}, status=429
+    )
+    response["Retry-After"] = str(retry_after)
+    return response

@@ -29,6 +29,7 @@ from elicitation.queue import access, audit, clock, quorum, selectors, transitio
 from elicitation.queue.errors import InvalidInput, InvalidTransition
 from elicitation.reviewer import forms, presenters
 from elicitation.reviewer.errors import domain_errors_as_pages
+from elicitation.reviewer.rate_budget import within_reviewer_rate
 
 PAGE_SIZE = 50
 # The split view's list beside the request (wide screens): enough to see what comes next, cheap to render.
@@ -43,6 +44,7 @@ STATUS_FILTERS: dict[str, tuple[str, ...]] = {
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
@@ -51,6 +53,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
 def queue_page(request: HttpRequest, slug: str) -> HttpResponse:
@@ -100,6 +103,7 @@ def queue_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
 def queue_counts(request: HttpRequest, slug: str) -> JsonResponse:
@@ -108,6 +112,7 @@ def queue_counts(request: HttpRequest, slug: str) -> JsonResponse:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
 def queue_row(request: HttpRequest, slug: str, request_id: UUID) -> HttpResponse:
@@ -138,6 +143,7 @@ def _page_url(filters: dict[str, str], key: str, cursor: selectors.QueueCursor |
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_POST
 def claim_next(request: HttpRequest, slug: str) -> HttpResponse:
@@ -259,6 +265,7 @@ def render_request_page(
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_http_methods(["GET", "POST"])
 def request_page(request: HttpRequest, request_id: UUID) -> HttpResponse:
@@ -389,6 +396,7 @@ def _render_next(request: HttpRequest, request_id: UUID) -> HttpResponse:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_POST
 def leave_request(request: HttpRequest, request_id: UUID) -> HttpResponse:
@@ -445,6 +453,7 @@ def _date_or_none(text: str | None) -> date | None:
 
 
 @login_required
+@within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
 def history_page(request: HttpRequest) -> HttpResponse:

@@ -96,10 +96,6 @@ UNKNOWN_QUEUE = Outcome(
 )
 NOT_A_RULE = Outcome("invalid", 400, "The rule is not valid.")
 KEY_NOT_ACCEPTED = "Invalid API key: unknown, revoked, or not a key this endpoint accepts."
-RATE_GAP = (
-    "this door draws on no rate budget: REVIEWER_RATE is charged by the reviewer API's throttle only "
-    "(api/throttling.py), so a reviewer whose budget is spent still claims, answers and writes here"
-)
 
 
 def assert_rest(response: Any, expected: Outcome) -> Any:
@@ -364,7 +360,7 @@ CLAIM = cells(
     Cell("page", "held_by_another", HELD),
     Cell("page", "anonymous", UNAUTHENTICATED),
     Cell("page", "agent_key", UNAUTHENTICATED),
-    Cell("page", "rate_spent", THROTTLED, gap=RATE_GAP),
+    Cell("page", "rate_spent", THROTTLED),
 )
 ANSWER = cells(
     Cell("rest", "member", ALLOWED),
@@ -382,7 +378,7 @@ ANSWER = cells(
     Cell("page", "answered_by_another", ANSWERED),
     Cell("page", "missing_request", NO_SUCH_REQUEST),
     Cell("page", "anonymous", UNAUTHENTICATED),
-    Cell("page", "rate_spent", THROTTLED, gap=RATE_GAP),
+    Cell("page", "rate_spent", THROTTLED),
     Cell("slack", "member", ALLOWED),
     Cell("slack", "supervisor", ALLOWED),
     Cell("slack", "staff", ALLOWED),
@@ -391,7 +387,7 @@ ANSWER = cells(
     Cell("slack", "missing_request", NO_SUCH_REQUEST),
     Cell("slack", "anonymous", UNAUTHENTICATED),  # a Slack user linked to no reviewer
     Cell("slack", "unsigned", Outcome("bad_signature", 401)),  # not Slack: signed with another secret
-    Cell("slack", "rate_spent", THROTTLED, gap=RATE_GAP),
+    Cell("slack", "rate_spent", THROTTLED),
 )
 APPROVE = cells(
     Cell("rest", "second_approver", ALLOWED),
@@ -401,11 +397,11 @@ APPROVE = cells(
     Cell("page", "second_approver", ALLOWED),
     Cell("page", "first_approver_again", APPROVED_TWICE, account="member2"),
     Cell("page", "non_member", NOT_A_MEMBER),
-    Cell("page", "rate_spent", THROTTLED, gap=RATE_GAP),
+    Cell("page", "rate_spent", THROTTLED),
     Cell("slack", "second_approver", ALLOWED),
     Cell("slack", "first_approver_again", APPROVED_TWICE, account="member2"),
     Cell("slack", "non_member", NOT_A_MEMBER),
-    Cell("slack", "rate_spent", THROTTLED, gap=RATE_GAP),
+    Cell("slack", "rate_spent", THROTTLED),
 )
 REMEMBER = cells(
     Cell("page", "supervisor", ALLOWED),
@@ -438,7 +434,7 @@ RULES_WRITE = cells(
     Cell("admin", "staff", ALLOWED),
     Cell("admin", "supervisor", STAFF_ONLY),
     Cell("admin", "invalid_rule", NOT_A_RULE, account="staff"),
-    Cell("admin", "rate_spent", THROTTLED, account="staff", gap=RATE_GAP),
+    Cell("admin", "rate_spent", THROTTLED, account="staff"),
 )
 CLOSE = cells(
     Cell("admin", "staff", ALLOWED),
@@ -458,7 +454,7 @@ READ = cells(
     Cell("page", "non_member", NOT_A_MEMBER),
     Cell("page", "missing_request", NO_SUCH_REQUEST),
     Cell("page", "anonymous", UNAUTHENTICATED),
-    Cell("page", "rate_spent", THROTTLED, gap=RATE_GAP),
+    Cell("page", "rate_spent", THROTTLED),
 )
 LIST = cells(
     Cell("rest", "member", ALLOWED),
@@ -470,7 +466,7 @@ LIST = cells(
     Cell("page", "staff", ALLOWED),
     Cell("page", "non_member", NOT_A_MEMBER),
     Cell("page", "anonymous", UNAUTHENTICATED),
-    Cell("page", "rate_spent", THROTTLED, gap=RATE_GAP),
+    Cell("page", "rate_spent", THROTTLED),
 )
 
 
@@ -849,13 +845,6 @@ def nested(levels: int) -> dict[str, Any]:
     return value
 
 
-DEPTH_GAP = (
-    "the MCP door stores a `context` nested past MAX_JSON_DEPTH (up to the JSON-RPC parser's own limit, about "
-    "200 levels) that REST refuses with 400: the depth check is REST's JSON parser's (api/parsers.py), and tool "
-    "arguments never pass through it"
-)
-
-
 class TestAgentDoors:
     @pytest.fixture
     def doors(self, transactional_db: None) -> AgentDoors:
@@ -1028,14 +1017,7 @@ class TestAgentDoors:
         assert ElicitationRequest.objects.count() == 0
         assert doors.rest("another_agent").get("/api/v1/requests").status_code == 200  # its budget is its own
 
-    @pytest.mark.parametrize(
-        "door",
-        [
-            "rest",
-            pytest.param("mcp-key", marks=pytest.mark.xfail(strict=True, reason=DEPTH_GAP)),
-            pytest.param("mcp-oauth", marks=pytest.mark.xfail(strict=True, reason=DEPTH_GAP)),
-        ],
-    )
+    @pytest.mark.parametrize("door", ["rest", "mcp-key", "mcp-oauth"])
     def test_a_context_nested_past_max_json_depth_is_refused_at_every_agent_door(
         self, doors: AgentDoors, door: str, settings: Any
     ) -> None:
