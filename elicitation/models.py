@@ -166,6 +166,12 @@ class ElicitationRequest(models.Model):
     policy = models.JSONField(null=True, blank=True)
     # MCP `_meta` of the result (the decision's digest, the rule, a scripted queue's reason); NULL for none.
     result_meta = models.JSONField(null=True, blank=True)
+    # The queue the request first arrived in (after intake's answer rules routed it). Time-to-a-human figures are
+    # kept by it, so a request escalated for being slow stays in the figures of the queue that missed its target.
+    # NULL only on rows written outside intake (bench fixtures), which the figures read as their `queue`.
+    arrival_queue = models.ForeignKey(
+        Queue, null=True, blank=True, editable=False, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         ordering = ["-priority", "created_at"]
@@ -421,8 +427,18 @@ class UnansweredTarget(models.TextChoices):
     SUPERVISOR = "supervisor", "Assign to a supervisor of the queue"
 
 
+class ClaimedAtT2(models.TextChoices):
+    """What T2 does to a request a reviewer holds (a live claim): a claim is an acknowledgement, as on-call tools
+    treat one, so by default the chain stops moving it and tells people instead."""
+
+    KEEP = "keep", "Leave it with the reviewer; tell nobody"
+    NOTIFY = "notify", "Leave it with the reviewer; tell them and the queue's supervisors"
+    MOVE = "move", "Move it anyway, out of the reviewer's hands"
+
+
 class EscalationPolicy(models.Model):
-    """The queue's escalation chain: T1 → tell tier 1; T2 → move the request; deadline → the expiry outcome."""
+    """The queue's escalation chain: T1 → tell tier 1; T2 → move the request (or, while a reviewer holds it, what
+    `claimed_at_t2` says); deadline → the expiry outcome."""
 
     queue = models.OneToOneField(Queue, on_delete=models.CASCADE, related_name="escalation_policy")
     unclaimed_after_seconds = models.PositiveIntegerField(null=True, blank=True)
@@ -430,9 +446,23 @@ class EscalationPolicy(models.Model):
     unanswered_goes_to = models.CharField(
         max_length=16, choices=UnansweredTarget.choices, default=UnansweredTarget.ESCALATION_QUEUE
     )
+    claimed_at_t2 = models.CharField(
+        "claimed at T2",
+        max_length=8,
+        choices=ClaimedAtT2.choices,
+        default=ClaimedAtT2.NOTIFY,
+        help_text="What T2 does to a request a reviewer holds. A lease that ran out resumes the chain: the next "
+        "sweep moves the request.",
+    )
 
     class Meta:
         verbose_name_plural = "escalation policies"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(claimed_at_t2__in=ClaimedAtT2.values),
+                name="escalation_policy_claimed_at_t2_valid",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"escalation of {self.queue}"
@@ -476,7 +506,8 @@ class Notice(models.Model):
 
     request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="notices")
     channel = models.CharField(max_length=16, choices=Channel.choices)
-    # "user:<id>" or "slack:<channel id>": a reviewer or a channel is told about a request once per channel.
+    # "user:<id>" or "slack:<channel id>": a reviewer or a channel is told about a request once per channel;
+    # "t2:<queue id>:user:<id>": a reviewer told that a request they hold or supervise is unanswered at T2 there.
     recipient = models.CharField(max_length=80)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE)
     tier = models.PositiveSmallIntegerField(default=0)

@@ -16,7 +16,27 @@ class ReachRuleAdmin(admin.ModelAdmin):
 
 @admin.register(EscalationPolicy)
 class EscalationPolicyAdmin(admin.ModelAdmin):
-    list_display = ("queue", "unclaimed_after_seconds", "unanswered_after_seconds", "unanswered_goes_to")
+    list_display = (
+        "queue",
+        "unclaimed_after_seconds",
+        "unanswered_after_seconds",
+        "unanswered_goes_to",
+        "claimed_at_t2",
+    )
+    list_filter = ("claimed_at_t2",)
+    fieldsets = (
+        (None, {"fields": ("queue",)}),
+        ("T1: still unclaimed", {"fields": ("unclaimed_after_seconds",)}),
+        (
+            "T2: still unanswered",
+            {
+                "fields": ("unanswered_after_seconds", "unanswered_goes_to", "claimed_at_t2"),
+                "description": "A reviewer's live claim is an acknowledgement: unless “claimed at T2” says move, "
+                "the request stays with them. A lease that ran out resumes the chain.",
+            },
+        ),
+    )
+    radio_fields = {"claimed_at_t2": admin.VERTICAL}
 
 
 @admin.register(ReviewerReach)

@@ -6,6 +6,10 @@ the people named on it (an on-call group), or one Slack channel; it may ask for 
 left alone during their own quiet hours, read in their own time zone, and e-mail follows each one's preference
 (each request, a digest, or none). A queue without any rule behaves as before this module existed: nobody is
 told by e-mail or Slack on arrival; the browser counts work regardless.
+
+Tier 2 has no rules: when a request a reviewer holds is still unanswered at T2 and the policy says `notify`
+(`transitions.reassign_unanswered`), the holder and the queue's supervisors are told, on the channels the queue's
+rules use (e-mail when it has none: the operator asked for the news by setting the policy).
 """
 
 from dataclasses import dataclass
@@ -14,8 +18,12 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from elicitation.models import Audience, Channel, ElicitationRequest, EmailMode, ReachRule, ReviewerReach
+
+# The notice tier of "a request you hold or supervise is still unanswered at T2" (no ReachRule has it).
+HOLDER_TIER = 2
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ def _held(channel: str, user: Any, now: datetime) -> str:
 def recipients(request: ElicitationRequest, tier: int, now: datetime) -> list[Recipient]:
     """Every (channel, addressee) the request's rules of this tier name, once each, with whoever is held back
     marked with why. Browser rules add nobody here: pages poll their own counts (reviewer/notifications.py)."""
+    if tier == HOLDER_TIER:
+        return holder_recipients(request, now)
     found: dict[tuple[str, str], Recipient] = {}
     for rule in matching_rules(request, tier):
         if rule.channel == Channel.BROWSER:
@@ -114,3 +124,36 @@ def recipients(request: ElicitationRequest, tier: int, now: datetime) -> list[Re
                 ),
             )
     return list(found.values())
+
+
+def holder_recipients(request: ElicitationRequest, now: datetime) -> list[Recipient]:
+    """Tier 2: the request's holder and its queue's active supervisors, on every channel beyond the browser that
+    the queue's rules use (e-mail when none does), with whoever is held back marked with why. Nobody once the
+    claim is gone: a released request is moved by the chain's next sweep instead. The key names the queue, so
+    an arrival notice to the same person does not stand in for this one, and a second one is never sent."""
+    if request.claimed_by_id is None:
+        return []
+    rules = ReachRule.objects.filter(queue_id=request.queue_id).exclude(channel=Channel.BROWSER)
+    channels = sorted(set(rules.values_list("channel", flat=True))) or [Channel.EMAIL.value]
+    people = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(pk=request.claimed_by_id) | Q(supervised_queues=request.queue_id))
+        .select_related("reach")
+        .distinct()
+        .order_by("pk")
+    )
+    found: list[Recipient] = []
+    for channel in channels:
+        for user in people:
+            prefs = _preferences(user)
+            found.append(
+                Recipient(
+                    channel,
+                    f"t2:{request.queue_id}:user:{user.pk}",
+                    user=user,
+                    slack_channel=prefs.slack_user_id or "" if prefs else "",
+                    held=_held(channel, user, now),
+                )
+            )
+    return found

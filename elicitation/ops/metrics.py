@@ -4,6 +4,10 @@ Everything is computed with a handful of aggregate queries that run on SQLite an
 use PostgreSQL's `percentile_cont` there, and elsewhere the same linear interpolation in Python over a bounded
 sample (the most recent MAX_SAMPLE requests per queue). Queue depth over time is replayed from the audit trail
 (RequestEvent): the requests open when the period starts, then every created/escalated/closed event in it.
+
+Times to a first claim and to an answer are kept by the queue a request arrived in (`arrival_queue`), not the one
+it sits in now: a request escalated for being slow stays in the figures of the queue that missed its target, and
+does not charge the queue it went to with time spent elsewhere. /metrics adds the current queue as a second label.
 """
 
 from collections import defaultdict
@@ -22,6 +26,7 @@ from django.db.models import (
     Q,
     QuerySet,
 )
+from django.db.models.functions import Coalesce
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -109,16 +114,47 @@ def _between(start_field: str, end_field: str) -> ExpressionWrapper:
     return ExpressionWrapper(F(end_field) - F(start_field), output_field=DurationField())
 
 
-def _latency_by_queue(
-    requests: QuerySet[ElicitationRequest], start_field: str, end_field: str
-) -> dict[int, Latency]:
+# --- arrival queues --------------------------------------------------------------------------------------------
+
+
+def arrival_queue_id() -> Coalesce:
+    """A request's arrival queue as a column: `arrival_queue`, or `queue` on rows written outside intake."""
+    return Coalesce(F("arrival_queue_id"), F("queue_id"))
+
+
+def arrived_in(queues: Iterable[Queue]) -> Q:
+    """Requests that arrived in one of `queues` (written so that the arrival queue's index serves it)."""
+    ids = [q.pk for q in queues]
+    return Q(arrival_queue__in=ids) | Q(arrival_queue__isnull=True, queue__in=ids)
+
+
+def arrived_in_or_now_in(queues: Iterable[Queue]) -> Q:
+    """Requests that arrived in one of `queues` or sit in one now (escalated there from elsewhere)."""
+    queues = list(queues)
+    return arrived_in(queues) | Q(queue__in=[q.pk for q in queues])
+
+
+# Latency figures grouped by the arrival queue alone (the page), or by arrival and current queue (/metrics).
+BY_ARRIVAL = ("arrival",)
+BY_ARRIVAL_AND_CURRENT = ("arrival", "current")
+
+
+def _grouping(names: tuple[str, ...]) -> dict[str, Any]:
+    columns = {"arrival": arrival_queue_id(), "current": F("queue_id")}
+    return {name: columns[name] for name in names}
+
+
+def _latency_grouped(
+    requests: QuerySet[ElicitationRequest], group_by: tuple[str, ...], start_field: str, end_field: str
+) -> dict[tuple[int, ...], Latency]:
+    requests = requests.annotate(**_grouping(group_by))
     if connection.vendor == "postgresql":
         elapsed = _between(start_field, end_field)
-        rows = requests.values("queue_id").annotate(
+        rows = requests.values(*group_by).annotate(
             p50=PercentileCont(elapsed, 0.5), p90=PercentileCont(elapsed, 0.9), n=Count("pk")
         )
         return {
-            row["queue_id"]: Latency(
+            tuple(row[name] for name in group_by): Latency(
                 row["p50"].total_seconds() if row["p50"] is not None else None,
                 row["p90"].total_seconds() if row["p90"] is not None else None,
                 row["n"],
@@ -126,32 +162,62 @@ def _latency_by_queue(
             for row in rows.order_by()
         }
     result = {}
-    for queue_id in set(requests.values_list("queue_id", flat=True).order_by().distinct()):
+    for key in set(requests.values_list(*group_by).order_by().distinct()):
         sample = (
-            requests.filter(queue_id=queue_id).order_by(f"-{end_field}").values_list(start_field, end_field)
+            requests.filter(**dict(zip(group_by, key, strict=True)))
+            .order_by(f"-{end_field}")
+            .values_list(start_field, end_field)
         )
         seconds = sorted(max((end - begin).total_seconds(), 0.0) for begin, end in sample[:MAX_SAMPLE])
-        result[queue_id] = Latency(percentile(seconds, 0.5), percentile(seconds, 0.9), len(seconds))
+        result[tuple(key)] = Latency(percentile(seconds, 0.5), percentile(seconds, 0.9), len(seconds))
     return result
 
 
-def time_to_first_claim(queues: Iterable[Queue], period: Period) -> dict[int, Latency]:
-    """From arrival to first claim, for requests that arrived in the period and were claimed."""
-    requests = ElicitationRequest.objects.filter(
-        queue__in=list(queues),
-        created_at__gte=period.start,
-        created_at__lt=period.end,
-        first_claimed_at__isnull=False,
+def _first_claims(period: Period) -> QuerySet[ElicitationRequest]:
+    return ElicitationRequest.objects.filter(
+        created_at__gte=period.start, created_at__lt=period.end, first_claimed_at__isnull=False
     )
-    return _latency_by_queue(requests, "created_at", "first_claimed_at")
+
+
+def _completions(period: Period) -> QuerySet[ElicitationRequest]:
+    return ElicitationRequest.objects.filter(
+        status=Status.COMPLETED, closed_at__gte=period.start, closed_at__lt=period.end
+    )
+
+
+def time_to_first_claim(queues: Iterable[Queue], period: Period) -> dict[int, Latency]:
+    """From arrival to first claim (wherever it was claimed), per arrival queue, for requests that arrived in the
+    period and were claimed."""
+    requests = _first_claims(period).filter(arrived_in(queues))
+    figures = _latency_grouped(requests, BY_ARRIVAL, "created_at", "first_claimed_at")
+    return {arrival: figure for (arrival,), figure in figures.items()}
 
 
 def time_to_completion(queues: Iterable[Queue], period: Period) -> dict[int, Latency]:
-    """From arrival to a reviewer's answer, for requests answered in the period."""
-    requests = ElicitationRequest.objects.filter(
-        queue__in=list(queues), status=Status.COMPLETED, closed_at__gte=period.start, closed_at__lt=period.end
-    )
-    return _latency_by_queue(requests, "created_at", "closed_at")
+    """From arrival to a reviewer's answer (wherever it was answered), per arrival queue, for requests answered in
+    the period."""
+    requests = _completions(period).filter(arrived_in(queues))
+    figures = _latency_grouped(requests, BY_ARRIVAL, "created_at", "closed_at")
+    return {arrival: figure for (arrival,), figure in figures.items()}
+
+
+def time_to_first_claim_by_queue_pair(
+    queues: Iterable[Queue], period: Period
+) -> dict[tuple[int, int], Latency]:
+    """`time_to_first_claim` per (arrival queue, current queue), for requests that arrived in or are now in one of
+    `queues`."""
+    requests = _first_claims(period).filter(arrived_in_or_now_in(queues))
+    figures = _latency_grouped(requests, BY_ARRIVAL_AND_CURRENT, "created_at", "first_claimed_at")
+    return {(arrival, current): figure for (arrival, current), figure in figures.items()}
+
+
+def time_to_completion_by_queue_pair(
+    queues: Iterable[Queue], period: Period
+) -> dict[tuple[int, int], Latency]:
+    """`time_to_completion` per (arrival queue, current queue)."""
+    requests = _completions(period).filter(arrived_in_or_now_in(queues))
+    figures = _latency_grouped(requests, BY_ARRIVAL_AND_CURRENT, "created_at", "closed_at")
+    return {(arrival, current): figure for (arrival, current), figure in figures.items()}
 
 
 # --- outcomes, breaches, throughput ----------------------------------------------------------------------------
@@ -408,20 +474,27 @@ class ReviewHubCollector(Collector):
         for name, figures, what in (
             (
                 "reviewhub_time_to_first_claim_seconds",
-                time_to_first_claim(queues, day),
+                time_to_first_claim_by_queue_pair(queues, day),
                 "arrival to first claim",
             ),
-            ("reviewhub_time_to_completion_seconds", time_to_completion(queues, day), "arrival to answer"),
+            (
+                "reviewhub_time_to_completion_seconds",
+                time_to_completion_by_queue_pair(queues, day),
+                "arrival to answer",
+            ),
         ):
             latency = GaugeMetricFamily(
                 name,
-                f"Seconds from {what}, per queue, over the last 24 hours (quantiles 0.5 and 0.9).",
-                labels=["queue", "quantile"],
+                f"Seconds from {what}, per queue the request arrived in (queue) and queue it is in now "
+                "(current_queue), over the last 24 hours (quantiles 0.5 and 0.9).",
+                labels=["queue", "current_queue", "quantile"],
             )
-            for queue_id, figure in sorted(figures.items(), key=lambda item: slug_of[item[0]]):
+            for (arrival_id, current_id), figure in sorted(
+                figures.items(), key=lambda item: (slug_of[item[0][0]], slug_of[item[0][1]])
+            ):
                 for label, value in (("0.5", figure.p50), ("0.9", figure.p90)):
                     if value is not None:
-                        latency.add_metric([slug_of[queue_id], label], value)
+                        latency.add_metric([slug_of[arrival_id], slug_of[current_id], label], value)
             yield latency
 
         answered = CounterMetricFamily(

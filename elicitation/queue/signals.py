@@ -18,5 +18,6 @@ draft_changed = Signal()
 agent_event_recorded = Signal()
 # agent_id: the agent's key was revoked or rotated; its open sockets must check their key again.
 agent_key_changed = Signal()
-# request: the open request; step: 1 (unclaimed at T1: tell the queue's next tier). Reach's listeners notify.
+# request: the open request; step: 1 (unclaimed at T1: tell the queue's next tier) or 2 (still unanswered at T2 but
+# held by a reviewer, policy `notify`: tell the holder and the queue's supervisors). Reach's listeners notify.
 escalation_step_taken = Signal()

@@ -191,8 +191,9 @@ def test_prometheus_exposition(arrive, reviewer, queue, clock) -> None:
     # prometheus_client writes labels sorted by name and every value as a float.
     assert 'reviewhub_queue_open_requests{queue="payments",status="pending"} 1.0' in lines
     assert 'reviewhub_requests_closed_total{outcome="decline",queue="payments"} 1.0' in lines
-    assert 'reviewhub_time_to_first_claim_seconds{quantile="0.5",queue="payments"} 30.0' in lines
-    assert 'reviewhub_time_to_completion_seconds{quantile="0.9",queue="payments"} 60.0' in lines
+    here = 'current_queue="payments",quantile'
+    assert f'reviewhub_time_to_first_claim_seconds{{{here}="0.5",queue="payments"}} 30.0' in lines
+    assert f'reviewhub_time_to_completion_seconds{{{here}="0.9",queue="payments"}} 60.0' in lines
     assert 'reviewhub_reviewer_answers_total{reviewer="alice"} 1.0' in lines
     assert 'reviewhub_webhook_deliveries{status="dead"} 0.0' in lines
     assert "# TYPE reviewhub_deadline_breaches_total counter" in lines

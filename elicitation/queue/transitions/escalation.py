@@ -3,6 +3,11 @@
 (`reassign_unanswered`); at the deadline the queue's expiry outcome (`deadlines.expire_request`, which may itself
 escalate) is the last step.
 
+A live claim is an acknowledgement, as on-call tools treat one: at T2 a request a reviewer holds (lease not run
+out) is not taken from them unless the policy says `move`; `notify` (the default) tells the holder and the queue's
+supervisors instead (reach's tier 2), `keep` tells nobody. Either leaves an audit row. A lease that runs out
+resumes the chain: the request is as good as pending, and the next sweep moves it.
+
 Times count from the request's arrival in its current queue, so a request moved to another queue starts that
 queue's chain afresh. Each step is an audit row written under the request's row lock after checking that the step
 has not been taken since the arrival: two sweepers racing on one request take it once."""
@@ -15,7 +20,15 @@ from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
-from elicitation.models import OPEN_STATUSES, ElicitationRequest, Queue, RequestEvent, Status
+from elicitation.models import (
+    OPEN_STATUSES,
+    ClaimedAtT2,
+    ElicitationRequest,
+    EscalationPolicy,
+    Queue,
+    RequestEvent,
+    Status,
+)
 from elicitation.queue import clock, signals
 from elicitation.queue.audit import record_event
 from elicitation.queue.errors import InvalidTransition
@@ -23,6 +36,10 @@ from elicitation.queue.transitions.path import announce, guarded_update, lock_re
 
 TIER_NOTIFIED = "tier_notified"
 REASSIGNED = "reassigned_to_supervisor"
+# Step 2 met a live claim: the holder and supervisors were told (`notify`), or nothing was done (`keep`).
+HOLDER_NOTIFIED = "unanswered_holder_notified"
+HOLDER_KEPT = "unanswered_holder_kept"
+LEFT_WITH_HOLDER = {ClaimedAtT2.NOTIFY: HOLDER_NOTIFIED, ClaimedAtT2.KEEP: HOLDER_KEPT}
 ARRIVAL_KINDS = ("created", "escalated")
 
 
@@ -38,15 +55,28 @@ def _since_arrival(request_id: UUID) -> list[RequestEvent]:
 
 
 def _step_due(
-    request: ElicitationRequest, seconds: int | None, now: datetime, step_kinds: tuple[str, ...]
+    request: ElicitationRequest,
+    seconds: int | None,
+    now: datetime,
+    step_kinds: tuple[str, ...],
+    history: list[RequestEvent] | None = None,
 ) -> bool:
     if seconds is None:
         return False
-    history = _since_arrival(request.pk)
+    history = _since_arrival(request.pk) if history is None else history
     arrived = history[0].at if history else request.created_at
     if now < arrived + timedelta(seconds=seconds):
         return False
     return not any(event.kind in step_kinds for event in history[1:])
+
+
+def _claim_is_live(request: ElicitationRequest, now: datetime) -> bool:
+    """Someone holds the request and their lease has not run out (a lapsed claim is as good as pending)."""
+    return (
+        request.status == Status.CLAIMED
+        and request.lease_expires_at is not None
+        and request.lease_expires_at > now
+    )
 
 
 def notify_next_tier(request_id: UUID, *, now: datetime | None = None) -> bool:
@@ -75,7 +105,8 @@ def notify_next_tier(request_id: UUID, *, now: datetime | None = None) -> bool:
 def reassign_unanswered(request_id: UUID, *, now: datetime | None = None) -> bool:
     """Step 2: a request still open T2 after its arrival moves to the queue's escalation queue (keeping the
     agent's deadline) or is assigned to the queue's first active supervisor (a claim lasting until the
-    deadline). Returns whether this call took the step."""
+    deadline) — unless a reviewer holds it and the policy's `claimed_at_t2` is not `move`
+    (`_leave_with_holder`). Returns whether this call took a step."""
     now = now or clock.now()
     with transaction.atomic():
         request = lock_request(request_id)
@@ -83,8 +114,13 @@ def reassign_unanswered(request_id: UUID, *, now: datetime | None = None) -> boo
             return False
         queue = request.queue
         policy = getattr(queue, "escalation_policy", None)
-        if policy is None or not _step_due(request, policy.unanswered_after_seconds, now, (REASSIGNED,)):
+        if policy is None:
             return False
+        history = _since_arrival(request.pk)
+        if not _step_due(request, policy.unanswered_after_seconds, now, (REASSIGNED,), history):
+            return False
+        if _claim_is_live(request, now) and policy.claimed_at_t2 != ClaimedAtT2.MOVE:
+            return _leave_with_holder(request, policy, history)
         if policy.unanswered_goes_to == "supervisor":
             supervisor = queue.supervisors.filter(is_active=True).order_by("pk").first()
             if supervisor is None or request.claimed_by_id == supervisor.pk:
@@ -134,6 +170,34 @@ def reassign_unanswered(request_id: UUID, *, now: datetime | None = None) -> boo
     return True
 
 
+def _leave_with_holder(
+    request: ElicitationRequest, policy: EscalationPolicy, history: list[RequestEvent]
+) -> bool:
+    """T2 reached a request a reviewer holds: leave it with them, once per arrival in the queue. Under `notify`
+    the holder and the queue's supervisors are told (reach's listeners, after commit); under `keep`, nobody.
+    Either way an audit row says so, and it is the row that makes the step happen once."""
+    if any(event.kind in (HOLDER_NOTIFIED, HOLDER_KEPT) for event in history[1:]):
+        return False
+    choice = ClaimedAtT2(policy.claimed_at_t2)
+    record_event(
+        request,
+        LEFT_WITH_HOLDER[choice],
+        from_status=request.status,
+        to_status=request.status,
+        detail={
+            "step": 2,
+            "queue": request.queue.slug,
+            "after_seconds": policy.unanswered_after_seconds,
+            "holder": request.claimed_by.get_username() if request.claimed_by else None,
+            "claimed_at_t2": choice.value,
+        },
+        prev_hash=request.audit_head,
+    )
+    if choice == ClaimedAtT2.NOTIFY:
+        signals.escalation_step_taken.send(sender=ElicitationRequest, request=request, step=2)
+    return True
+
+
 def _escalation_target_of(request: ElicitationRequest, candidate: Queue | None) -> Queue | None:
     """`candidate`, unless the request has already been in it (a cycle a→b→a ends instead of looping)."""
     if candidate is None:
@@ -175,6 +239,7 @@ def run_escalation_chain(now: datetime | None = None) -> int:
         .annotate(
             t1_taken=_step_taken_here(TIER_NOTIFIED),
             t2_taken=_step_taken_here(REASSIGNED),
+            t2_left_with_holder=_step_taken_here(HOLDER_NOTIFIED, HOLDER_KEPT),
             arrived_at=Subquery(
                 RequestEvent.objects.filter(request=OuterRef("pk"), kind__in=ARRIVAL_KINDS)
                 .order_by("-id")
@@ -187,7 +252,11 @@ def run_escalation_chain(now: datetime | None = None) -> int:
                 t1_taken=False,
                 queue__escalation_policy__unclaimed_after_seconds__isnull=False,
             )
-            | Q(t2_taken=False, queue__escalation_policy__unanswered_after_seconds__isnull=False)
+            | (
+                Q(t2_taken=False, queue__escalation_policy__unanswered_after_seconds__isnull=False)
+                # Left with its holder already: not again while their claim lives (a lapsed one is moved).
+                & (Q(t2_left_with_holder=False) | ~Q(status=Status.CLAIMED) | Q(lease_expires_at__lte=now))
+            )
         )
         .order_by("created_at")
         .values_list(

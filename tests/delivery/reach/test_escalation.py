@@ -1,5 +1,6 @@
-"""The escalation chain and routing: T1 tells the next tier, T2 moves the request, the deadline is the last step;
-each step an audit row taken once, at the right time on a controllable clock; quiet hours respected."""
+"""The escalation chain and routing: T1 tells the next tier, T2 moves the request (unless a reviewer holds it: then
+the policy's `claimed_at_t2` says keep, notify or move), the deadline is the last step; each step an audit row
+taken once, at the right time on a controllable clock; quiet hours respected."""
 
 import threading
 from collections.abc import Callable
@@ -9,11 +10,13 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from elicitation.delivery import routing
 from elicitation.models import (
     Channel,
+    ClaimedAtT2,
     ElicitationRequest,
     EscalationPolicy,
     ExpiryOutcome,
@@ -182,6 +185,210 @@ def test_no_policy_no_steps(clock: Any, make_request: Callable[..., ElicitationR
     assert kinds(request) == ["created"]
 
 
+# --- a claim at T2: an acknowledgement ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def long_lease(queue: Queue) -> Queue:
+    """Leases of five minutes: a claim taken before T1 is still live at T2 (120 s)."""
+    queue.lease_seconds = 300
+    queue.save()
+    return queue
+
+
+@pytest.fixture
+def boss(make_reviewer: Callable[..., User], queue: Queue) -> User:
+    user = make_reviewer("boss", queue, supervisor=True)
+    user.email = "boss@example.com"
+    user.save()
+    return user
+
+
+def claimed_before_t1(
+    clock: Any, reviewer: User, make_request: Callable[..., ElicitationRequest]
+) -> ElicitationRequest:
+    reviewer.email = "alice@example.com"
+    reviewer.save()
+    request = make_request()
+    clock.advance(seconds=30)
+    transitions.claim_request(request.pk, user=reviewer)
+    clock.advance(seconds=91)  # T2 (120 s) has passed; the lease (300 s) has not
+    return request
+
+
+@pytest.mark.parametrize("goes_to", ["escalation_queue", "supervisor"])
+def test_a_request_claimed_before_t1_is_not_taken_at_t2_its_holder_and_supervisors_are_told_once(
+    goes_to: str,
+    clock: Any,
+    policy: EscalationPolicy,
+    long_lease: Queue,
+    boss: User,
+    reviewer: User,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    policy.unanswered_goes_to = goes_to
+    policy.save()
+    assert policy.claimed_at_t2 == ClaimedAtT2.NOTIFY  # the default
+    request = claimed_before_t1(clock, reviewer, make_request)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transitions.run_escalation_chain() == 1
+    with django_capture_on_commit_callbacks(execute=True), CaptureQueriesContext(connection) as second_sweep:
+        assert transitions.run_escalation_chain() == 0  # a second sweep: nothing again
+    assert (
+        len(second_sweep.captured_queries) == 1
+    )  # its candidates: a request left with its holder is not locked
+
+    kept = ElicitationRequest.objects.get(pk=request.pk)
+    assert (kept.queue.slug, kept.status, kept.claimed_by) == ("payments", Status.CLAIMED, reviewer)
+    assert kinds(request) == ["created", "claimed", "unanswered_holder_notified"]
+    step = RequestEvent.objects.get(request=request, kind="unanswered_holder_notified")
+    assert step.detail == {
+        "step": 2,
+        "queue": "payments",
+        "after_seconds": 120,
+        "holder": "alice",
+        "claimed_at_t2": "notify",
+    }
+    told = Notice.objects.filter(request=request).order_by("user__username")
+    # The queue has no rules: e-mail, to the holder and the supervisor, once each.
+    assert [(n.user.username, n.channel, n.tier, n.status) for n in told] == [
+        ("alice", "email", 2, NoticeStatus.SENT),
+        ("boss", "email", 2, NoticeStatus.SENT),
+    ]
+    assert sorted(m.to[0] for m in mail.outbox) == ["alice@example.com", "boss@example.com"]
+
+
+def test_the_t2_notice_is_not_swallowed_by_the_arrival_notice_to_the_same_person(
+    clock: Any,
+    policy: EscalationPolicy,
+    long_lease: Queue,
+    boss: User,
+    reviewer: User,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    ReachRule.objects.create(queue=long_lease, channel=Channel.EMAIL, audience="members")
+    with django_capture_on_commit_callbacks(execute=True):
+        request = claimed_before_t1(clock, reviewer, make_request)
+    with django_capture_on_commit_callbacks(execute=True):
+        transitions.run_escalation_chain()
+    told = Notice.objects.filter(request=request, user=reviewer).order_by("tier")
+    assert [(n.tier, n.status) for n in told] == [(0, NoticeStatus.SENT), (2, NoticeStatus.SENT)]
+    assert [m.to for m in mail.outbox].count(["alice@example.com"]) == 2  # the arrival, and T2
+
+
+def test_keep_leaves_a_claimed_request_with_its_holder_and_tells_nobody(
+    clock: Any,
+    policy: EscalationPolicy,
+    long_lease: Queue,
+    boss: User,
+    reviewer: User,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    policy.claimed_at_t2 = ClaimedAtT2.KEEP
+    policy.save()
+    request = claimed_before_t1(clock, reviewer, make_request)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transitions.run_escalation_chain() == 1
+        assert transitions.run_escalation_chain() == 0
+    kept = ElicitationRequest.objects.get(pk=request.pk)
+    assert (kept.queue.slug, kept.status, kept.claimed_by) == ("payments", Status.CLAIMED, reviewer)
+    assert kinds(request) == ["created", "claimed", "unanswered_holder_kept"]
+    assert not Notice.objects.filter(request=request).exists()
+    assert mail.outbox == []
+
+
+@pytest.mark.parametrize(("goes_to", "expected"), [("escalation_queue", "other"), ("supervisor", "payments")])
+def test_move_takes_a_claimed_request_out_of_its_holders_hands_at_t2(
+    goes_to: str,
+    expected: str,
+    clock: Any,
+    policy: EscalationPolicy,
+    long_lease: Queue,
+    boss: User,
+    reviewer: User,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    policy.claimed_at_t2 = ClaimedAtT2.MOVE
+    policy.unanswered_goes_to = goes_to
+    policy.save()
+    request = claimed_before_t1(clock, reviewer, make_request)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transitions.run_escalation_chain() == 1
+    moved = ElicitationRequest.objects.get(pk=request.pk)
+    assert moved.queue.slug == expected
+    assert moved.claimed_by != reviewer
+    assert kinds(request)[-1] == (
+        "escalated" if goes_to == "escalation_queue" else "reassigned_to_supervisor"
+    )
+    assert not Notice.objects.filter(request=request, tier=2).exists()
+
+
+@pytest.mark.parametrize("released_by_the_sweep", [False, True])
+def test_a_lapsed_lease_resumes_the_chain_and_the_next_sweep_moves_the_request(
+    released_by_the_sweep: bool,
+    clock: Any,
+    policy: EscalationPolicy,
+    long_lease: Queue,
+    boss: User,
+    reviewer: User,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    request = claimed_before_t1(clock, reviewer, make_request)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transitions.run_escalation_chain() == 1  # notified, kept
+    clock.advance(seconds=208)  # the lease (until 330 s) is still live at 329 s
+    assert transitions.run_escalation_chain() == 0
+    assert ElicitationRequest.objects.get(pk=request.pk).queue.slug == "payments"
+    clock.advance(seconds=2)
+    if released_by_the_sweep:
+        assert transitions.release_expired_claims() == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        # Pending again past T1, the request is announced to tier 1 as well (a step of its own).
+        assert transitions.run_escalation_chain() == (2 if released_by_the_sweep else 1)
+    moved = ElicitationRequest.objects.get(pk=request.pk)
+    assert (moved.queue.slug, moved.status, moved.claimed_by) == ("other", Status.PENDING, None)
+    assert kinds(request)[-1] == "escalated"
+    assert Notice.objects.filter(request=request, tier=2).count() == 2  # the T2 notices were not sent again
+
+
+def test_holder_recipients_follow_the_queues_channels_and_each_persons_preferences(
+    clock: Any,
+    policy: EscalationPolicy,
+    long_lease: Queue,
+    boss: User,
+    reviewer: User,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    ReachRule.objects.create(
+        queue=long_lease, tier=1, channel=Channel.SLACK, slack_channel="C1", audience="slack_channel"
+    )
+    ReachRule.objects.create(queue=long_lease, tier=0, channel=Channel.EMAIL, audience="members")
+    ReachRule.objects.create(queue=long_lease, tier=0, channel=Channel.BROWSER)
+    ReviewerReach.objects.create(user=boss, slack_user_id="U0BOSS")
+    ReviewerReach.objects.create(user=reviewer, time_zone="UTC", quiet_start=time(22), quiet_end=time(7))
+    clock.current = datetime(2026, 1, 15, 3, 0, tzinfo=UTC)  # alice's quiet hours
+    request = ElicitationRequest.objects.get(pk=claimed_before_t1(clock, reviewer, make_request).pk)
+    told = {
+        (r.channel, r.user.username): (r.key, r.slack_channel, r.held)
+        for r in routing.recipients(request, routing.HOLDER_TIER, clock.now())
+    }
+    alice, boss_key = f"t2:{long_lease.pk}:user:{reviewer.pk}", f"t2:{long_lease.pk}:user:{boss.pk}"
+    assert told == {
+        ("email", "alice"): (alice, "", "quiet hours"),
+        ("email", "boss"): (boss_key, "U0BOSS", ""),
+        ("slack", "alice"): (alice, "", "no linked Slack account"),
+        ("slack", "boss"): (boss_key, "U0BOSS", ""),
+    }
+    transitions.release_claim(request.pk, user=reviewer)
+    released = ElicitationRequest.objects.get(pk=request.pk)
+    assert routing.recipients(released, routing.HOLDER_TIER, clock.now()) == []
+
+
 # --- routing and quiet hours ------------------------------------------------------------------------------------
 
 
@@ -256,10 +463,13 @@ def test_rules_filter_by_priority(
 def test_two_concurrent_sweepers_take_each_step_once(
     clock: Any, policy: EscalationPolicy, reviewer: User, make_request: Callable[..., ElicitationRequest]
 ) -> None:
-    requests = [make_request() for _ in range(20)]
+    requests = [make_request() for _ in range(30)]
     for request in requests[10:]:
         transitions.claim_request(request.pk, user=reviewer)
-    clock.advance(seconds=121)  # T1 for the pending ten, T2 for all twenty
+    clock.advance(seconds=100)
+    for request in requests[20:]:
+        transitions.renew_claim(request.pk, user=reviewer)  # heartbeat: live until 160 s
+    clock.advance(seconds=21)  # T1 for the pending ten, T2 for all; the lease of ten claims lapsed, ten live
     barrier = threading.Barrier(2)
     taken: list[int] = []
     errors: list[BaseException] = []
@@ -279,9 +489,11 @@ def test_two_concurrent_sweepers_take_each_step_once(
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
-    assert sum(taken) == 30
+    assert sum(taken) == 40
     for request in requests:
         events = kinds(request)
-        assert events.count("escalated") == 1
+        assert events.count("escalated") == (0 if request in requests[20:] else 1)
         assert events.count("tier_notified") == (1 if request in requests[:10] else 0)
+        assert events.count("unanswered_holder_notified") == (1 if request in requests[20:] else 0)
     assert ElicitationRequest.objects.filter(queue__slug="other").count() == 20
+    assert ElicitationRequest.objects.filter(queue__slug="payments", claimed_by=reviewer).count() == 10
