@@ -7,6 +7,7 @@ With nothing set, ReviewHub runs embedded: SQLite (WAL), an in-memory channel la
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -102,6 +103,38 @@ def env_rate(name: str, default: str) -> Rate | None:
         ) from None
 
 
+def env_issuer(name: str) -> str:
+    """An OpenID Connect issuer, exactly as the provider writes it in its tokens' `iss` (a trailing slash counts):
+    https, or http on a loopback host (a provider on the same machine)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return ""
+    parts = urlsplit(raw)
+    secure = parts.scheme == "https" or (
+        parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
+    )
+    if not secure or not parts.hostname or parts.query or parts.fragment:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an issuer; write https://host[/path] as the provider's discovery document "
+            "names it (no query, no fragment; http only on a loopback host)."
+        )
+    return raw
+
+
+def env_group_queues(name: str) -> dict[str, tuple[str, ...]]:
+    """`group=queue-slug` or `group=queue-slug:supervisor`, comma-separated; a group may be listed more than once."""
+    mapping: dict[str, list[str]] = {}
+    for item in env_list(name, []):
+        group, sep, target = item.rpartition("=")
+        group, target = group.strip(), target.strip()
+        if not sep or not group or not re.fullmatch(r"[-a-zA-Z0-9_]+", target.removesuffix(":supervisor")):
+            raise ImproperlyConfigured(
+                f"{name} entry {item!r} must be group=queue-slug or group=queue-slug:supervisor."
+            )
+        mapping.setdefault(group, []).append(target)
+    return {group: tuple(targets) for group, targets in mapping.items()}
+
+
 def env_flow_keys(name: str, secret_key: str) -> dict[str, bytes]:
     """Hosted-flow AES-256-GCM keys from `k2:<base64 32 bytes>,k1:<base64>`; the first encrypts, all decrypt.
 
@@ -168,6 +201,7 @@ INSTALLED_APPS = [
     "channels",
     "oauth2_provider",
     "elicitation",
+    "elicitation.reviewer.company_sign_in",  # inert until OIDC_ISSUER is set; its table is always there
 ]
 
 MIDDLEWARE = [
@@ -207,11 +241,16 @@ ROOT_URLCONF = "reviewhub.urls"
 ASGI_APPLICATION = "reviewhub.asgi.application"
 WSGI_APPLICATION = None
 
+# templates/ and static/ sit at the top of a checkout; an installed wheel carries both inside the reviewhub package
+# (package data cannot live outside a package; pyproject.toml maps them there), so look beside this file first.
+PACKAGE_DIR = Path(__file__).resolve().parent
+TEMPLATES_AND_STATIC_DIR = PACKAGE_DIR if (PACKAGE_DIR / "templates").is_dir() else BASE_DIR
+
 TEMPLATES = [
     {
         # Django's engine; a stored lone surrogate renders as U+FFFD instead of failing the page.
         "BACKEND": "elicitation.reviewer.template_backend.SurrogateSafeTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [TEMPLATES_AND_STATIC_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -314,6 +353,15 @@ else:
     CELERY_BROKER_URL = "memory://"
     CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = False
+# Notices (Slack posts, e-mails) go to a queue of their own, consumed by a worker of their own (docker-compose.yml's
+# `notices`), so answers and sweeps on the default queue never wait behind a slow peer. The sweep that finds due
+# notices stays on the default queue; what it finds is sent on `notices`.
+CELERY_TASK_ROUTES = {
+    f"elicitation.delivery.reach_tasks.{name}": {"queue": "notices"}
+    for name in ("notify_tier", "send_notices", "send_notice", "update_slack_messages", "send_reach_digests")
+}
+# Both declared: a worker started without -Q consumes both, so notices are sent wherever one worker runs.
+CELERY_TASK_QUEUES: dict[str, dict[str, str]] = {"celery": {}, "notices": {}}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -349,6 +397,8 @@ SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 SLACK_TIMEOUT_SECONDS = env_int("SLACK_TIMEOUT_SECONDS", 10, minimum=1)
 NOTICE_MAX_ATTEMPTS = env_int("NOTICE_MAX_ATTEMPTS", 6, minimum=1)
 NOTICE_BACKOFF_BASE_SECONDS = env_int("NOTICE_BACKOFF_BASE_SECONDS", 5, minimum=1)
+# Notices of one channel sent by one task (the e-mails over one SMTP connection); more make more tasks, sent at once.
+NOTICE_BATCH_SIZE = env_int("NOTICE_BATCH_SIZE", 10, minimum=1)
 NOTICE_BACKOFF_CAP_SECONDS = env_int("NOTICE_BACKOFF_CAP_SECONDS", 900, minimum=1)
 REACH_DIGEST_SECONDS = env_int("REACH_DIGEST_SECONDS", 15 * 60, minimum=1)
 BROWSER_POLL_SECONDS = env_int("BROWSER_POLL_SECONDS", 5, minimum=1)
@@ -376,6 +426,41 @@ AUTHENTICATION_BACKENDS = [
 ]
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60, minimum=1)
+
+# --- Company sign-in (OpenID Connect; elicitation/reviewer/company_sign_in/, README "Company sign-in") ----------
+# Off unless OIDC_ISSUER is set. Endpoints and signing keys come from the issuer's discovery document; the OIDC_RP_*
+# and OIDC_USE_* names are mozilla-django-oidc's.
+OIDC_ISSUER = env_issuer("OIDC_ISSUER")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "your company account")  # "Sign in with …"
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+OIDC_RP_SCOPES = " ".join(env_str("OIDC_SCOPES", "openid email profile").replace(",", " ").split())
+OIDC_RP_SIGN_ALGO = "RS256"  # the only algorithm an ID token's signature is accepted in
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+# The groups claim → queues (company_sign_in/queue_grants.py): `<prefix><slug>` → member, `<prefix><slug>:supervisor`
+# → supervisor, and OIDC_GROUP_QUEUES for other group names. Set at every sign-in: the provider owns that access.
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_GROUP_PREFIX = env_str("OIDC_GROUP_PREFIX", "reviewhub:")
+OIDC_GROUP_QUEUES = env_group_queues("OIDC_GROUP_QUEUES")
+# Off, the sign-in page offers the provider alone and refuses password POSTs; staff keep their passwords on the
+# admin's sign-in page, the way in when the provider is down.
+LOCAL_PASSWORD_LOGIN = env_bool("LOCAL_PASSWORD_LOGIN", True)
+if OIDC_ISSUER:
+    if not OIDC_RP_CLIENT_ID or not OIDC_RP_CLIENT_SECRET:
+        raise ImproperlyConfigured("OIDC_ISSUER is set: set OIDC_CLIENT_ID and OIDC_CLIENT_SECRET as well.")
+    if "openid" not in OIDC_RP_SCOPES.split():
+        raise ImproperlyConfigured(f"OIDC_SCOPES={OIDC_RP_SCOPES!r} must include openid.")
+    AUTHENTICATION_BACKENDS.append("elicitation.reviewer.company_sign_in.backend.CompanySignInBackend")
+if not LOCAL_PASSWORD_LOGIN:
+    if not OIDC_ISSUER:
+        raise ImproperlyConfigured(
+            "LOCAL_PASSWORD_LOGIN=false needs OIDC_ISSUER: otherwise only staff could sign in."
+        )
+    AUTHENTICATION_BACKENDS[AUTHENTICATION_BACKENDS.index("django.contrib.auth.backends.ModelBackend")] = (
+        "elicitation.reviewer.company_sign_in.backend.StaffPasswordBackend"
+    )
 
 # --- OAuth 2.1 for /mcp/ (django-oauth-toolkit; elicitation/mcp/oauth.py) --------------------------------------
 # ReviewHub is both the authorization server and the protected resource; every URL is built on PUBLIC_URL so
@@ -472,6 +557,9 @@ API_KEY_PEPPER_PREVIOUS = env_list("API_KEY_PEPPER_PREVIOUS", [])
 # Hosted secret flows: AES-GCM keys by id (first = current), and how long an unretrieved secret is kept.
 FLOW_ENCRYPTION_KEYS = env_flow_keys("FLOW_ENCRYPTION_KEYS", SECRET_KEY)
 FLOW_RETENTION_SECONDS = env_int("FLOW_RETENTION_SECONDS", 24 * 3600, minimum=60)
+# Signed receipts of completed requests (elicitation/queue/receipts.py, docs/approvals.md): a JWK Set or PEM keys
+# each after a `kid:` line; the first signs, all are published. Unset, one key is derived from SECRET_KEY.
+RECEIPT_SIGNING_KEYS = env_str("RECEIPT_SIGNING_KEYS")
 # Production refuses secrets that silently derive from SECRET_KEY: rotating SECRET_KEY (after a leak, say) must
 # not lock every agent out or make stored flow secrets unreadable, and one leaked value must not give away all.
 if env_bool("REVIEWHUB_PRODUCTION", False) and not DEBUG:
@@ -555,7 +643,7 @@ SPECTACULAR_SETTINGS = {
 
 # --- Static files, i18n ----------------------------------------------------------------------------------------
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [TEMPLATES_AND_STATIC_DIR / "static"]
 # Set (e.g. /app/staticfiles) where collectstatic runs, as in the Docker image; unset, files come from finders.
 STATIC_ROOT = env_str("STATIC_ROOT") or None
 # Each process serves /static/ itself with WhiteNoise, inside the middleware chain so files get the pages'

@@ -137,10 +137,12 @@ class Hub:
 
 
 def to_mcp(result: Any) -> types.ElicitResult:
-    """The client's ElicitResult as the MCP type: content only on accept (ReviewHub sends none for URL mode)."""
+    """The client's ElicitResult as the MCP type: content only on accept (ReviewHub sends none for URL mode), and
+    `_meta` as ReviewHub gave it, so the MCP server sees the decision's digest and the signed receipt."""
+    meta = getattr(result, "meta", None)
     if result.action == "accept":
-        return types.ElicitResult(action="accept", content=result.content)
-    return types.ElicitResult(action=result.action)
+        return types.ElicitResult(action="accept", content=result.content, _meta=meta)
+    return types.ElicitResult(action=result.action, _meta=meta)
 
 
 async def withdraw_quietly(hub: Hub, request_id: str) -> None:

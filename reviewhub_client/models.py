@@ -13,10 +13,13 @@ def parse_time(value: Any) -> datetime | None:
 
 @dataclass(frozen=True)
 class ElicitResult:
-    """MCP ElicitResult: `action` is accept, decline or cancel; `content` only on an accepted form."""
+    """MCP ElicitResult: `action` is accept, decline or cancel; `content` only on an accepted form. `meta` is the
+    result's `_meta`: `reviewhub/decision` (the rule or quorum that decided, and the argument digest) and
+    `reviewhub/receipt` (the signed receipt, see `reviewhub_client.receipts`), passed on to MCP servers."""
 
     action: str
     content: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
 
     @property
     def accepted(self) -> bool:
@@ -24,12 +27,19 @@ class ElicitResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ElicitResult":
-        return cls(action=str(data["action"]), content=data.get("content"))
+        meta = data.get("_meta")
+        return cls(
+            action=str(data["action"]),
+            content=data.get("content"),
+            meta=meta if isinstance(meta, dict) else None,
+        )
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"action": self.action}
         if self.content is not None:
             body["content"] = self.content
+        if self.meta is not None:
+            body["_meta"] = self.meta
         return body
 
 

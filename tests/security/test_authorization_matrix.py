@@ -269,6 +269,10 @@ HTTP_ROWS = [
         "login", "GET", lambda w: "/accounts/login/", (200, 200, 200, REDIRECT, REDIRECT, REDIRECT, REDIRECT)
     ),
     Row("logout", "POST", lambda w: "/accounts/logout/", (LOGIN,) * 7),
+    # Company sign-in's two legs (elicitation/reviewer/company_sign_in/): absent while OIDC_ISSUER is unset, as here;
+    # tests/security/test_oidc_*.py cover them turned on.
+    Row("oidc_authentication_init", "GET", lambda w: "/oidc/authenticate/", (404,) * 7),
+    Row("oidc_authentication_callback", "GET", lambda w: "/oidc/callback/", (404,) * 7),
     Row("queue", "GET", lambda w: "/queues/payments/", PAGE),
     Row("queue-counts", "GET", lambda w: "/queues/payments/counts", PAGE),
     Row(

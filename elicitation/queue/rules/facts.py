@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elicitation.models import ElicitationRequest
+import rfc8785
+
+from elicitation.models import ElicitationRequest, Mode
 from elicitation.queue.audit import canonical_json
 
 
@@ -60,12 +62,41 @@ def schema_fingerprint(requested_schema: Any) -> str | None:
     return hashlib.sha256(canonical_json({"s": requested_schema})).hexdigest()[:16]
 
 
+# RFC 8785 numbers are IEEE-754 doubles; `rfc8785` refuses integers beyond 2**53 - 1 rather than round them.
+_EXACT_INTEGER_LIMIT = 2**53 - 1
+
+
+def _as_jcs_value(value: Any) -> Any:
+    """The value as a JSON parser that reads numbers as doubles (JavaScript's JSON.parse) sees it: an integer
+    beyond ±(2**53 - 1) becomes the double nearest it, so the digest is defined for every request we accept."""
+    if isinstance(value, dict):
+        return {key: _as_jcs_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_jcs_value(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _EXACT_INTEGER_LIMIT:
+        return float(value)
+    return value
+
+
+def digest_object(message: str, requested_schema: Any, context: Any) -> dict[str, Any]:
+    """What a decision is bound to, as docs/approvals.md defines it: the message, the form's schema (null for a
+    URL-mode request), and the MCP server, tool and arguments read from the context by `context_call` (null, null
+    and {} when the context names none)."""
+    server, tool, arguments, _ = context_call(context)
+    return {
+        "arguments": arguments,
+        "message": message,
+        "requestedSchema": requested_schema,
+        "server": server,
+        "tool": tool,
+    }
+
+
 def request_digest(message: str, requested_schema: Any, context: Any) -> str:
-    """What a decision is bound to: the message, the schema and the tool's arguments. An MCP server compares it
-    with its own to know an approval is for these exact arguments."""
-    _, _, arguments, _ = context_call(context)
-    body = {"message": message, "requestedSchema": requested_schema, "arguments": arguments}
-    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+    """`sha256:` and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical JSON of `digest_object`. An MCP
+    server recomputes it from the call it is about to make to know an approval is for these exact arguments."""
+    body = _as_jcs_value(digest_object(message, requested_schema, context))
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
 
 
 def facts_of(agent_name: str, message: str, requested_schema: Any, context: Any) -> RequestFacts:
@@ -86,4 +117,6 @@ def request_facts(request: ElicitationRequest) -> RequestFacts:
 
 
 def request_digest_of(request: ElicitationRequest) -> str:
-    return request_digest(request.message, request.requested_schema, request.context)
+    # A URL-mode request has no form: its digest names none, as intake's (`engine.intake_decision`) does.
+    schema = request.requested_schema if request.mode == Mode.FORM else None
+    return request_digest(request.message, schema, request.context)

@@ -77,7 +77,7 @@ def respond(
     return apply_transition(
         request_id,
         allowed=Q(status=Status.CLAIMED, claimed_by=user, deadline__gt=now),
-        changes=completion_changes(user, action, clean, now),
+        changes=completion_changes(user, action, clean, now, request=request),
         what="answer",
         kind="completed",
         actor_user=user,
@@ -95,7 +95,10 @@ def complete_url_request(
     return apply_transition(
         request_id,
         allowed=allowed,
-        changes={**completion_changes(user, action, None, now), "url_flow_completed_at": now},
+        changes={
+            **completion_changes(user, action, None, now, request=reload_request(request_id)),
+            "url_flow_completed_at": now,
+        },
         what="complete the flow",
         kind="completed",
         actor_user=user,

@@ -108,6 +108,7 @@ def create_request(
     seconds = expires_in if expires_in is not None else queue.default_deadline_seconds
     request = ElicitationRequest(
         queue=queue,
+        arrival_queue=queue,
         agent=agent,
         idempotency_key=idempotency_key or None,
         body_fingerprint=fingerprint,
@@ -184,7 +185,7 @@ def _apply_intake_decision(
     return apply_transition(
         request.pk,
         allowed=Q(status=Status.PENDING),
-        changes={**completion_changes(None, action, content, now), "result_meta": meta},
+        changes=completion_changes(None, action, content, now, request=request, meta=meta),
         what="decide by rule",
         kind="completed",
         detail=detail,

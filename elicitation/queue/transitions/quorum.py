@@ -76,10 +76,14 @@ def respond_in_quorum(
             if verdict.final:
                 changes = {
                     **completion_changes(
-                        user, Action.ACCEPT, clean if locked.mode == Mode.FORM else None, now
+                        user,
+                        Action.ACCEPT,
+                        clean if locked.mode == Mode.FORM else None,
+                        now,
+                        request=locked,
+                        meta=quorum.result_meta(state),
                     ),
                     "policy": state,
-                    "result_meta": quorum.result_meta(state),
                 }
                 previous, done = guarded_update(locked.pk, allowed=open_now, changes=changes, what="answer")
                 announce(
@@ -99,10 +103,14 @@ def respond_in_quorum(
             )
             return moved
         elif verdict.final:
-            changes = {
-                **completion_changes(user, action, None, now),
-                "result_meta": quorum.result_meta(state, vetoed_by=user.get_username()),
-            }
+            changes = completion_changes(
+                user,
+                action,
+                None,
+                now,
+                request=locked,
+                meta=quorum.result_meta(state, vetoed_by=user.get_username()),
+            )
             previous, done = guarded_update(locked.pk, allowed=open_now, changes=changes, what="answer")
             announce(
                 done,
