@@ -7,6 +7,7 @@ import pytest
 from elicitation.models import AgentEvent, Draft, ElicitationRequest, Queue, RequestEvent, Status
 from elicitation.queue import audit, transitions
 from elicitation.queue.errors import IdempotencyConflict, InvalidInput, InvalidTransition
+from tests.answers import answer_of
 
 pytestmark = pytest.mark.django_db
 
@@ -56,10 +57,10 @@ def test_claim_then_respond_accept_completes_with_content_and_tells_the_agent(ma
     transitions.claim_request(request.pk, user=reviewer)
     done = transitions.respond(request.pk, user=reviewer, action="accept", content={"approve": True})
     assert done.status == Status.COMPLETED
-    assert done.result() == {"action": "accept", "content": {"approve": True}}
+    assert answer_of(done.result()) == {"action": "accept", "content": {"approve": True}}
     assert [k for k, *_ in statuses(request)] == ["created", "claimed", "completed"]
     event = AgentEvent.objects.get(request=request)
-    assert (event.seq, event.kind, event.payload["result"]) == (
+    assert (event.seq, event.kind, answer_of(event.payload["result"])) == (
         1,
         "completed",
         {"action": "accept", "content": {"approve": True}},
@@ -71,7 +72,7 @@ def test_decline_and_cancel_carry_no_content_and_skip_validation(make_request, r
     request = make_request()
     transitions.claim_request(request.pk, user=reviewer)
     done = transitions.respond(request.pk, user=reviewer, action=action)
-    assert done.result() == {"action": action}
+    assert answer_of(done.result()) == {"action": action}
     assert done.content is None
 
 

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from elicitation.models import ElicitationRequest, Status
 from elicitation.queue import accounts, transitions
+from tests.answers import answer_of
 from tests.conftest import FORM_SCHEMA
 
 pytestmark = pytest.mark.django_db
@@ -138,7 +139,7 @@ def test_reading_a_request_returns_the_mcp_result_once_answered(
     transitions.respond(request_id, user=reviewer, action="accept", content={"approve": True, "note": "ok"})
     data = agent_client.get(f"/api/v1/requests/{request_id}").json()
     assert data["status"] == "completed"
-    assert data["result"] == {"action": "accept", "content": {"approve": True, "note": "ok"}}
+    assert answer_of(data["result"]) == {"action": "accept", "content": {"approve": True, "note": "ok"}}
 
 
 def test_a_read_after_the_deadline_says_overdue_and_changes_nothing_until_the_sweeper_expires_it(

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from elicitation.models import ElicitationRequest, Status
 from elicitation.queue import accounts, transitions
+from tests.answers import answer_of
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +43,7 @@ def test_claim_next_then_respond_is_read_by_the_agent(
     )
     assert answered.status_code == 200, answered.json()
     result = agent_client.get(f"/api/v1/requests/{request.pk}").json()["result"]
-    assert result == {"action": "accept", "content": {"approve": True}}
+    assert answer_of(result) == {"action": "accept", "content": {"approve": True}}
 
 
 def test_claim_next_on_an_empty_queue_is_204(reviewer_client: APIClient, queue: Any) -> None:

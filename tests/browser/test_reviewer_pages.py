@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from elicitation.models import ElicitationRequest, Queue, Status
 from elicitation.queue import accounts
+from tests.answers import answer_of
 
 pytestmark = pytest.mark.browser
 
@@ -195,7 +196,7 @@ def test_every_field_kind_is_filled_accepted_and_read_back_exactly_by_the_agent(
     expect(page.locator(".flash")).to_contain_text("Accepted")
     result = agent.get(created["id"])
     assert result["status"] == "completed"
-    assert result["result"] == {
+    assert answer_of(result["result"]) == {
         "action": "accept",
         "content": {
             "full_name": "Ada  Lovelace ",
@@ -255,7 +256,7 @@ def test_a_validation_error_shows_next_to_its_field_keeps_the_input_and_can_be_c
     page.locator("#q-channels").get_by_label("c", exact=True).check()
     page.get_by_role("button", name="Accept").click()
     expect(page.locator(".flash")).to_contain_text("Accepted")
-    assert agent.get(created["id"])["result"] == {
+    assert answer_of(agent.get(created["id"])["result"]) == {
         "action": "accept",
         "content": {"code": "abc123", "count": 7, "channels": ["a", "c"]},
     }
@@ -276,14 +277,14 @@ def test_decline_by_keyboard_and_cancel_by_button_reach_the_agent_without_conten
     page.get_by_label("Note").press("Escape")
     page.keyboard.press("d")
     expect(page.locator(".flash")).to_contain_text("Declined")
-    assert agent.get(first["id"])["result"] == {"action": "decline"}
+    assert answer_of(agent.get(first["id"])["result"]) == {"action": "decline"}
 
     # Answering opens the next request, already claimed (the loop's default).
     expect(page).to_have_url(re.compile(f"/requests/{second['id']}/$"))
     expect(page.locator("#holder-text")).to_contain_text("You hold this request")
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator(".flash")).to_contain_text("Cancelled")
-    assert agent.get(second["id"])["result"] == {"action": "cancel"}
+    assert answer_of(agent.get(second["id"])["result"]) == {"action": "cancel"}
 
 
 def test_a_second_reviewer_sees_the_claim_and_drafts_live_and_cannot_submit(
@@ -330,7 +331,7 @@ def test_a_second_reviewer_sees_the_claim_and_drafts_live_and_cannot_submit(
 
     alice.get_by_role("button", name="Accept").click()
     expect(alice.locator(".flash")).to_contain_text("Accepted")
-    assert agent.get(created["id"])["result"] == {
+    assert answer_of(agent.get(created["id"])["result"]) == {
         "action": "accept",
         "content": {"approve": True, "note": "checked the invoice"},
     }
@@ -567,5 +568,5 @@ def test_an_external_punycode_url_is_shown_in_full_with_warnings_and_fetched_onl
     expect(page.locator("#url-flow-status")).to_have_text("The agent reports the flow is complete.")
     page.get_by_role("button", name="Done").click()
     expect(page.locator(".flash")).to_contain_text("Accepted")
-    assert agent.get(created["id"])["result"] == {"action": "accept"}
+    assert answer_of(agent.get(created["id"])["result"]) == {"action": "accept"}
     assert [hit for hit in hits if hit != "/favicon.ico"] == pages_fetched  # ReviewHub never touched the URL

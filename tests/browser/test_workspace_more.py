@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from elicitation.models import ElicitationRequest, Status
+from tests.answers import answer_of
 from tests.browser.conftest import session_cookie
 from tests.browser.test_reviewer_pages import NOTE_SCHEMA, form_request, team, wait_live  # noqa: F401
 
@@ -71,7 +72,10 @@ def test_the_split_view_shows_the_queue_beside_the_request_at_1280_and_follows_t
     # Reloading is a GET of the page's own URL (not the answer POST again) and shows the same request.
     page.reload()
     expect(page.locator("#request-page")).to_have_attribute("data-request-id", created[1]["id"])
-    assert agent.get(created[0]["id"])["result"] == {"action": "accept", "content": {"approve": True}}
+    assert answer_of(agent.get(created[0]["id"])["result"]) == {
+        "action": "accept",
+        "content": {"approve": True},
+    }
     # (Reloading left the page: its untouched claim went back to the queue, as leaving does.)
     # A click in the list previews that request: nothing is claimed by looking.
     rail.get_by_role("link", name=re.compile("Approve payment 2")).click()

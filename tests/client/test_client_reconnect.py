@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 
 from elicitation.models import Agent
 from elicitation.queue import transitions
-from reviewhub_client import AsyncReviewHubClient, ElicitResult
+from reviewhub_client import AsyncReviewHubClient
 from reviewhub_client.client import AgentSocket
 from tests.client.conftest import Setup
 from tests.conftest import FORM_SCHEMA
@@ -64,7 +64,8 @@ async def test_a_wait_returns_the_answer_given_while_the_server_was_dead_and_res
 
             restarted = await database_sync_to_async(LiveServer(port=server.port).start)()
 
-            assert await asyncio.wait_for(waiting, timeout=60) == ElicitResult("decline")
+            declined = await asyncio.wait_for(waiting, timeout=60)
+            assert (declined.action, declined.content) == ("decline", None)
 
             # The next wait reconnects (if the first did not already) and resumes after cursor 0: both events
             # missed while the server was dead come through the replay, then the new answer live.
@@ -74,7 +75,8 @@ async def test_a_wait_returns_the_answer_given_while_the_server_was_dead_and_res
             await asyncio.to_thread(
                 answer_through_api, restarted.url, setup.reviewer_token, late.id, "accept", {"approve": True}
             )
-            assert await waiting == ElicitResult("accept", {"approve": True})
+            accepted = await waiting
+            assert (accepted.action, accepted.content) == ("accept", {"approve": True})
             await eventually(lambda: socket.cursor == 3)
     finally:
         await database_sync_to_async(server.stop)()

@@ -21,6 +21,7 @@ from elicitation.models import Agent, AgentEvent, ElicitationRequest, WebhookDel
 from elicitation.queue import transitions
 from elicitation.queue.keys import webhook_secret
 from reviewhub.celery import app as celery_app
+from tests.answers import answer_of
 from tests.conftest import Clock
 
 # Deliveries are queued on commit, so the tests that make them need real transactions; the pure ones need no DB.
@@ -120,17 +121,15 @@ def test_a_completion_posts_the_signed_event_to_the_requests_callback(
     [call] = receiver.wait_for(1)
     delivery = only_delivery()
     event = AgentEvent.objects.get()
-    assert (
-        json.loads(call.body)
-        == event.payload
-        == {
-            "type": "completed",
-            "id": str(request.pk),
-            "cursor": 1,
-            "status": "completed",
-            "result": {"action": "accept", "content": {"approve": True}},
-        }
-    )
+    body = json.loads(call.body)
+    assert body == event.payload
+    assert {**body, "result": answer_of(body["result"])} == {
+        "type": "completed",
+        "id": str(request.pk),
+        "cursor": 1,
+        "status": "completed",
+        "result": {"action": "accept", "content": {"approve": True}},
+    }
     assert call.headers["ReviewHub-Delivery"] == str(delivery.pk)
     assert call.headers["ReviewHub-Event"] == "completed"
     assert call.headers["Content-Type"] == "application/json"

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from tests.answers import answer_of
 from tests.flows.conftest import LiveServer, new_secret
 from tests.flows.leaks import LeakSearch, WebhookReceiver, sqlite_file_bytes, sqlite_file_rows
 
@@ -154,9 +155,9 @@ def test_a_reviewer_enters_a_secret_that_only_the_agents_server_retrieves(
         # The MCP side: accept, and no content, for both the forwarded elicitation and the flow's own request.
         for request_id in (forwarded["id"], flow["requestId"]):
             result = agent_call("GET", f"/api/v1/requests/{request_id}?wait=5").json()
-            assert (result["status"], result["result"]) == ("completed", {"action": "accept"})
+            assert (result["status"], answer_of(result["result"])) == ("completed", {"action": "accept"})
         completed = sockets.wait_for(2, "completed")
-        assert all(frame["result"] == {"action": "accept"} for frame in completed)
+        assert all(answer_of(frame["result"]) == {"action": "accept"} for frame in completed)
         agent_call("GET", "/api/v1/events?after=0")
         # The agent's server retrieves exactly the typed value, once.
         retrieved = agent.post(f"/api/v1/flows/{flow['id']}/retrieve")
@@ -170,7 +171,9 @@ def test_a_reviewer_enters_a_secret_that_only_the_agents_server_retrieves(
             time.sleep(0.1)
         webhooks = list(receiver.bodies)
 
-    assert len(webhooks) == 2 and all(json.loads(body)["result"] == {"action": "accept"} for body in webhooks)
+    assert len(webhooks) == 2 and all(
+        answer_of(json.loads(body)["result"]) == {"action": "accept"} for body in webhooks
+    )
     assert any("/flows/" in url for url in pages_seen)
     search.check_all("agent response", responses)
     search.check_all("websocket frame", sockets.frames)

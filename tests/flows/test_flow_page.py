@@ -23,6 +23,7 @@ from elicitation.models import (
     Status,
 )
 from elicitation.queue import transitions
+from tests.answers import answer_of
 from tests.flows.conftest import claim, flow_path, new_secret, submit
 
 pytestmark = pytest.mark.django_db
@@ -267,10 +268,10 @@ def test_submitting_completes_the_request_with_accept_and_no_content(
         None,
         reviewer,
     )
-    assert request.result() == {"action": "accept"}
+    assert answer_of(request.result()) == {"action": "accept"}
     assert not Draft.objects.exists()
     event = AgentEvent.objects.get(agent=flows_agent)
-    assert (event.kind, event.payload["result"]) == ("completed", {"action": "accept"})
+    assert (event.kind, answer_of(event.payload["result"])) == ("completed", {"action": "accept"})
     audit = RequestEvent.objects.get(request=request, kind="completed")
     assert audit.detail == {"action": "accept", "hosted_flow": flow["id"]}
     # The reviewer who submitted sees it done; a reload does not offer to send it again.
@@ -344,14 +345,14 @@ def test_completing_the_flow_completes_requests_forwarding_its_url(
     assert submit(browser_for(reviewer), flow, api_token=new_secret()).status_code == 303
     forwarded.refresh_from_db()
     assert (forwarded.status, forwarded.action, forwarded.content) == (Status.COMPLETED, Action.ACCEPT, None)
-    assert forwarded.result() == {"action": "accept"}
+    assert answer_of(forwarded.result()) == {"action": "accept"}
     assert forwarded.url_flow_completed_at is not None
     payloads = [e.payload for e in AgentEvent.objects.filter(agent=flows_agent).order_by("seq")]
     assert {(p["id"], p["type"]) for p in payloads} == {
         (flow["requestId"], "completed"),
         (str(forwarded.pk), "completed"),
     }
-    assert all(p["result"] == {"action": "accept"} for p in payloads)
+    assert all(answer_of(p["result"]) == {"action": "accept"} for p in payloads)
     lookalike.refresh_from_db()
     assert lookalike.status == Status.PENDING
 

@@ -24,6 +24,7 @@ from elicitation.models import Agent, ElicitationRequest, FlowStatus, HostedFlow
 from elicitation.queue import accounts
 from reviewhub.celery import app as celery_app
 from reviewhub.routing import websocket_urlpatterns
+from tests.answers import answer_of
 from tests.flows.conftest import FLOW_SCHEMA, new_secret
 from tests.flows.leaks import LeakSearch, WebhookReceiver, model_rows, sqlite_file_bytes, table_rows
 
@@ -168,7 +169,7 @@ async def test_a_submitted_secret_appears_only_in_the_one_retrieve_response(
             # What the agent reads: results, feed, flow state, and the one retrieve.
             for request_id in request_ids:
                 result = await call(agent_http, "get", f"/api/v1/requests/{request_id}")
-                assert result.json()["result"] == {"action": "accept"}
+                assert answer_of(result.json()["result"]) == {"action": "accept"}
             await call(agent_http, "get", "/api/v1/events?after=0")
             await call(agent_http, "get", "/api/v1/requests?status=all")
             await call(agent_http, "get", f"/api/v1/flows/{flow['id']}")
@@ -199,7 +200,7 @@ async def test_a_submitted_secret_appears_only_in_the_one_retrieve_response(
     # Everything that should have happened did (so the searches below had something to search).
     completed = [json.loads(f) for f in frames.frames if json.loads(f).get("type") == "completed"]
     assert {f["id"] for f in completed} == set(request_ids)
-    assert all(f["result"] == {"action": "accept"} for f in completed)
+    assert all(answer_of(f["result"]) == {"action": "accept"} for f in completed)
     assert len(webhook_bodies) == 2 and all('"action":"accept"' in body for body in webhook_bodies)
     flow_row = await sync_to_async(HostedFlow.objects.get)(pk=flow["id"])
     assert flow_row.status == FlowStatus.RETRIEVED

@@ -20,6 +20,7 @@ from mcp.types import CallToolResult
 from elicitation.models import ElicitationRequest
 from reviewhub_client import AsyncReviewHubClient, ReviewHubClient
 from reviewhub_client.mcp_bridge import ReviewHubElicitation
+from tests.answers import answer_of
 from tests.delivery.liveserver import free_port
 from tests.mcp.conftest import (
     REPO,
@@ -148,7 +149,7 @@ async def test_a_url_elicitation_keeps_its_id_and_returns_no_content_through_the
         "https://billing.example.com/connect/acme",
         "link-acme",
     )
-    assert agent_requests(hub)[0]["result"] == {"action": "accept"}
+    assert answer_of(agent_requests(hub)[0]["result"]) == {"action": "accept"}
 
 
 async def test_two_questions_of_one_round_become_two_requests_answered_separately(

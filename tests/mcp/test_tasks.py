@@ -33,6 +33,7 @@ from elicitation.flows import hosted_flows
 from elicitation.mcp.tasks import TASKS_EXTENSION, task_id_for
 from elicitation.models import Agent, ElicitationRequest, RequestEvent
 from elicitation.queue import accounts
+from tests.answers import answer_of
 from tests.mcp.conftest import Hub, ScriptedReviewer
 from tests.mcp.test_mcp_tools import SECRET, RecordingTransport, wait_for_flow
 
@@ -229,7 +230,7 @@ async def test_a_task_reports_working_while_the_human_thinks_and_inlines_the_ans
     result = CallToolResult.model_validate(done["result"])
     request = structured(result)
     assert request["id"] == claimed["id"]
-    assert (request["status"], request["result"]) == (
+    assert (request["status"], answer_of(request["result"])) == (
         "completed",
         {"action": "accept", "content": {"approve": True}},
     )
@@ -237,7 +238,7 @@ async def test_a_task_reports_working_while_the_human_thinks_and_inlines_the_ans
     assert again == done  # a finished task reads the same every time: it is the request row
     assert acknowledged == {"resultType": "complete", "_meta": acknowledged["_meta"]}
     assert isinstance(read, CallToolResult)  # only ask_reviewer and collect_secret become tasks
-    assert structured(read)["result"] == request["result"]
+    assert answer_of(structured(read)["result"]) == answer_of(request["result"])
     assert dropped == {"tasks/result": METHOD_NOT_FOUND, "tasks/list": METHOD_NOT_FOUND}
 
 
@@ -254,7 +255,7 @@ async def test_a_host_that_hides_tasks_gets_the_answer_from_call_tool(
         await scripted_reviewer.answer_next("decline")
         answered = structured(await asyncio.wait_for(asking, 60))
 
-    assert (answered["status"], answered["result"]) == ("completed", {"action": "decline"})
+    assert (answered["status"], answer_of(answered["result"])) == ("completed", {"action": "decline"})
     assert [request_id_of(task_id) for task_id in extension.resolved] == [answered["id"]]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from elicitation.models import DraftState, ElicitationRequest, RequestEvent, Status
 from elicitation.queue import transitions
+from tests.answers import answer_of
 
 pytestmark = pytest.mark.django_db
 
@@ -130,7 +131,7 @@ def test_accept_without_javascript_sends_exactly_the_typed_content(
     assert response.status_code == 302 and response["Location"] == f"/queues/{queue.slug}/"
     done = fresh(request)
     assert done.status == Status.COMPLETED
-    assert done.result() == {"action": "accept", "content": {"approve": True, "note": " ship it "}}
+    assert answer_of(done.result()) == {"action": "accept", "content": {"approve": True, "note": " ship it "}}
     assert done.answered_by == reviewer
     assert "Accepted. The agent has been told." in client.get(response["Location"]).content.decode()
 
@@ -146,7 +147,7 @@ def test_a_required_yes_no_must_be_chosen_and_a_skipped_question_is_left_out(
     assert 'data-error-for="approve">This question is required.</p>' in untouched.content.decode()
     assert fresh(request).status == Status.CLAIMED
     answer(client, request, "accept", approve="false", note="typed but skipped", skip="note")
-    assert fresh(request).result() == {"action": "accept", "content": {"approve": False}}
+    assert answer_of(fresh(request).result()) == {"action": "accept", "content": {"approve": False}}
 
 
 def test_an_optional_or_defaulted_boolean_stays_a_checkbox_and_unchecked_is_false(
@@ -220,7 +221,7 @@ def test_decline_and_cancel_send_no_content_and_ignore_invalid_answers(
     claim(client, request)
     response = answer(client, request, action, note="x" * 500)
     assert response.status_code == 302
-    assert fresh(request).result() == {"action": action}
+    assert answer_of(fresh(request).result()) == {"action": action}
 
 
 def test_release_puts_the_request_back_in_the_queue(login, reviewer, make_request, queue) -> None:
@@ -284,7 +285,7 @@ def test_a_lapsed_claim_nobody_took_is_taken_again_when_the_slow_reviewer_answer
     clock.advance(seconds=61)
     assert transitions.release_expired_claims() == 1
     assert answer(client, request, "accept", approve="true").status_code == 302
-    assert fresh(request).result() == {"action": "accept", "content": {"approve": True}}
+    assert answer_of(fresh(request).result()) == {"action": "accept", "content": {"approve": True}}
     assert kinds(request)[-3:] == ["lease_expired", "claimed", "completed"]
 
 
@@ -485,11 +486,11 @@ def test_a_url_request_is_marked_done_declined_or_cancelled_without_content(
     transitions.report_url_flow_complete(agent, request_id=done.pk)
     assert "The agent reports the flow is complete." in client.get(page_url(done)).content.decode()
     assert answer(client, done, "accept").status_code == 302
-    assert fresh(done).result() == {"action": "accept"}
+    assert answer_of(fresh(done).result()) == {"action": "accept"}
     declined = url_request(make_request, "https://accounts.example.com/")
     client.get(page_url(declined))
     answer(client, declined, "decline")
-    assert fresh(declined).result() == {"action": "decline"}
+    assert answer_of(fresh(declined).result()) == {"action": "decline"}
 
 
 def test_unknown_actions_are_refused(login, reviewer, make_request) -> None:

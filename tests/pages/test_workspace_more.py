@@ -8,6 +8,7 @@ from django.db import connection
 
 from elicitation.models import ElicitationRequest, ReviewerReach
 from elicitation.queue import selectors, transitions
+from tests.answers import answer_of
 
 pytestmark = pytest.mark.django_db
 
@@ -180,7 +181,7 @@ def test_answering_inline_renders_the_next_request_claimed_and_without_script_it
     assert f'data-request-id="{second.pk}"' in html and f'data-url="/requests/{second.pk}/"' in html
     assert 'data-mine="true"' in html and "This is the next request." in html
     assert ElicitationRequest.objects.get(pk=second.pk).claimed_by == reviewer
-    assert ElicitationRequest.objects.get(pk=first.pk).result() == {
+    assert answer_of(ElicitationRequest.objects.get(pk=first.pk).result()) == {
         "action": "accept",
         "content": {"approve": True},
     }

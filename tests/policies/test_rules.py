@@ -18,6 +18,7 @@ from elicitation.models import (
 )
 from elicitation.queue import rules, transitions
 from elicitation.queue.errors import InvalidInput
+from tests.answers import answer_of
 from tests.conftest import FORM_SCHEMA
 
 pytestmark = pytest.mark.django_db
@@ -303,7 +304,7 @@ def test_a_queue_without_a_policy_is_untouched(
     assert list(RequestEvent.objects.filter(request=request).values_list("kind", flat=True)) == ["created"]
     transitions.claim_request(request.pk, user=reviewer)
     done = transitions.respond(request.pk, user=reviewer, action="accept", content={"approve": True})
-    assert done.result() == {"action": "accept", "content": {"approve": True}}
+    assert answer_of(done.result()) == {"action": "accept", "content": {"approve": True}}
 
 
 def test_rule_changes_reach_the_compiled_cache(

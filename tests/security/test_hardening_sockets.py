@@ -21,6 +21,7 @@ from django.test import Client
 from elicitation.models import Agent, ElicitationRequest, Queue
 from elicitation.queue import transitions
 from reviewhub.asgi import application
+from tests.answers import answer_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -175,7 +176,7 @@ async def test_a_subscription_survives_a_bad_frame_in_between(
     )
 
     completed = await socket.receive_json_from(timeout=5)
-    assert (completed["type"], completed["id"], completed["result"]) == (
+    assert (completed["type"], completed["id"], answer_of(completed["result"])) == (
         "completed",
         str(request.pk),
         {"action": "decline"},
@@ -209,7 +210,7 @@ async def test_with_the_layer_down_a_new_agent_socket_is_accepted_and_served_fro
     assert (await socket.receive_json_from(timeout=5))["status"] == "pending"
     await answer(request, reviewer)  # its push fails: the layer is down
     completed = await socket.receive_json_from(timeout=5)  # found by the socket's database recheck
-    assert (completed["type"], completed["result"]) == (
+    assert (completed["type"], answer_of(completed["result"])) == (
         "completed",
         {"action": "accept", "content": {"approve": True}},
     )

@@ -30,6 +30,7 @@ from elicitation.models import (
     Status,
 )
 from elicitation.queue import transitions
+from tests.answers import answer_of
 from tests.delivery.reach.conftest import FakeSlack, interaction_body, signed_headers
 
 URL = "/api/v1/slack/interactions"
@@ -396,7 +397,7 @@ async def test_an_answer_given_in_slack_reaches_the_agent_over_its_websocket(
     response = await database_sync_to_async(post)(button(request, slack.YES))
     assert response.status_code == 200
     frame = await socket.receive_json_from(timeout=3)
-    assert (frame["type"], frame["id"], frame["result"]) == (
+    assert (frame["type"], frame["id"], answer_of(frame["result"])) == (
         "completed",
         str(request.pk),
         {"action": "accept", "content": {"ok": True}},
