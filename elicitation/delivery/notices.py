@@ -1,13 +1,19 @@
 """Notices: one row per (request, channel, recipient), the thing that makes a notification happen exactly once.
 
-1. `record_notices` (a task, after the request's commit) asks routing.py who is told, and inserts a Notice per
-   recipient; the unique constraint means a second run, a second process or a later tier adds nobody twice.
+1. `record_notice_batches` (a task, after the request's commit) asks routing.py who is told, and inserts a Notice
+   per recipient; the unique constraint means a second run, a second process or a later tier adds nobody twice.
    Recipients held back (quiet hours, e-mail off, no address, no linked Slack account) get a `skipped` row saying
-   why; digest readers a `digest` row for `send_due_digests`.
-2. `send_notice` sends one pending notice: a guarded UPDATE moves it to `sending` with a lease (so two workers
-   never both send it), then the mail or the Slack post, then `sent`. A failure goes back to `pending` with a
-   backoff, and `dead` after NOTICE_MAX_ATTEMPTS; the retry sweep sends what is due. The one duplicate left is a
-   crash between the server accepting the message and the row saying so, after the lease runs out.
+   why; digest readers a `digest` row for `send_due_digests`. Those to tell now come back in batches of one
+   channel (NOTICE_BATCH_SIZE at most), one task each, so channels and batches are sent concurrently and a slow
+   peer holds up only its own.
+2. `send_notices` sends a batch: each notice is taken by a guarded UPDATE to `sending` with a lease just before
+   it is sent (so two workers never both send it), then the mail or the Slack post, then `sent`. A batch's mails
+   share one SMTP connection; every post goes through the process's one Slack client. A failure goes back to
+   `pending` with a backoff, and `dead` after NOTICE_MAX_ATTEMPTS; the retry sweep sends what is due. A peer that
+   did not answer is left alone by the process a while (`PeerWatch`), so it holds threads for one timeout. A notice is
+   recorded with a lease too: if its first attempt has not happened by then (its job was lost with a process, or
+   dropped from a full backlog), the sweep sends it. The one duplicate left is a crash between the server
+   accepting the message and the row saying so, after the lease runs out.
 3. `update_slack_messages` rewrites every Slack message of a request once it is closed or moved, wherever that
    happened.
 
@@ -16,10 +22,16 @@ Arrival times per channel (`sent_at`) are what reach_metrics.py charts as time t
 
 import logging
 import random
+import smtplib
+import threading
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.error import URLError
 
 from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+from django.core.mail.backends.base import BaseEmailBackend
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from slack_sdk.errors import SlackApiError
@@ -43,11 +55,21 @@ def _request(request_id: Any) -> ElicitationRequest | None:
 
 def record_notices(request_id: Any, tier: int, now: datetime | None = None) -> list[int]:
     """Insert this tier's notices of an open request; returns the ids of those to send now."""
+    return [notice_id for batch in record_notice_batches(request_id, tier, now) for notice_id in batch]
+
+
+def record_notice_batches(request_id: Any, tier: int, now: datetime | None = None) -> list[list[int]]:
+    """Insert this tier's notices of an open request; returns those to send now, in batches of one channel."""
     now = now or clock.now()
-    request = _request(request_id)
-    if request is None or request.status not in OPEN_STATUSES:
+    # The row alone: routing reads its queue id and priority, and the joins `_request` makes cost more CPU than
+    # the rest of recording (a profile of the notices worker).
+    try:
+        request = ElicitationRequest.objects.get(pk=request_id)
+    except ElicitationRequest.DoesNotExist:
         return []
-    to_send: list[int] = []
+    if request.status not in OPEN_STATUSES:
+        return []
+    by_channel: dict[str, list[int]] = {}
     for recipient in routing.recipients(request, tier, now):
         status = NoticeStatus.PENDING
         if recipient.held == "digest":
@@ -66,24 +88,34 @@ def record_notices(request_id: Any, tier: int, now: datetime | None = None) -> l
                     reason=recipient.held if status == NoticeStatus.SKIPPED else "",
                     slack_channel=recipient.slack_channel,
                     created_at=now,
+                    next_attempt_at=now + SENDING_LEASE if status == NoticeStatus.PENDING else None,
                 )
         except IntegrityError:
             continue  # told already (an earlier tier, another process): never twice
         if status == NoticeStatus.PENDING:
-            to_send.append(notice.pk)
-    return to_send
+            by_channel.setdefault(recipient.channel, []).append(notice.pk)
+    return [batch for ids in by_channel.values() for batch in _in_batches(ids)]
+
+
+def _in_batches(ids: Sequence[int]) -> list[list[int]]:
+    size = settings.NOTICE_BATCH_SIZE
+    return [list(ids[start : start + size]) for start in range(0, len(ids), size)]
 
 
 def _claim(notice_id: int, now: datetime) -> Notice | None:
-    """pending (due) → sending, or a `sending` whose lease ran out (its worker died): whoever updates sends."""
-    due = Q(status=NoticeStatus.PENDING) & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+    """pending (never tried, or due again) → sending, or a `sending` whose lease ran out (its worker died):
+    whoever updates sends."""
+    due = Q(status=NoticeStatus.PENDING) & (
+        Q(attempts=0) | Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+    )
     stale = Q(status=NoticeStatus.SENDING, next_attempt_at__lte=now)
     claimed = Notice.objects.filter(Q(pk=notice_id) & (due | stale)).update(
         status=NoticeStatus.SENDING, next_attempt_at=now + SENDING_LEASE
     )
     if not claimed:
         return None
-    return Notice.objects.select_related("user").get(pk=notice_id)
+    # With what the message says about its request, in the same read.
+    return Notice.objects.select_related("user", "request__queue", "request__agent").get(pk=notice_id)
 
 
 def backoff(attempts: int) -> float:
@@ -96,57 +128,177 @@ def backoff(attempts: int) -> float:
 
 def send_notice(notice_id: int) -> float | None:
     """Send one notice if it is due. Returns seconds until a retry when this attempt failed, else None."""
-    now = clock.now()
-    notice = _claim(notice_id, now)
-    if notice is None:
-        return None
-    request = _request(notice.request_id)
-    if request is None or request.status not in OPEN_STATUSES:
-        Notice.objects.filter(pk=notice.pk).update(
-            status=NoticeStatus.SKIPPED, reason="closed before sending"
-        )
-        return None
-    try:
-        if notice.channel == Channel.EMAIL:
-            assert notice.user is not None  # e-mail notices are always to a reviewer
-            email.arrival_message(request, notice.user.email).send()
-            changes: dict[str, Any] = {}
-        else:
-            changes = _post_to_slack(notice, request)
-    except Exception as exc:
-        attempts = notice.attempts + 1
-        if attempts >= settings.NOTICE_MAX_ATTEMPTS:
-            Notice.objects.filter(pk=notice.pk).update(
-                status=NoticeStatus.DEAD, attempts=attempts, reason=_reason(exc), next_attempt_at=None
+    return send_notices([notice_id]).get(notice_id)
+
+
+# Errors that say the peer did not answer (or could not be reached), as opposed to answering with a refusal.
+UNREACHABLE = (
+    TimeoutError,
+    ConnectionError,
+    URLError,
+    smtplib.SMTPServerDisconnected,
+    smtplib.SMTPConnectError,
+)
+PEER_PAUSE = timedelta(seconds=30)
+
+
+class PeerSilent(Exception):
+    """A notice not tried: its peer did not answer this process a moment ago."""
+
+
+class PeerWatch:
+    """The peers (one per channel) that did not answer this process lately. After a timeout or a refused
+    connection a channel is paused for PEER_PAUSE: its notices fail at once (an attempt, retried with its
+    backoff) instead of each holding a worker thread for a whole timeout while the other channel's notices wait
+    for a thread. Then one notice goes through to find out whether the peer is back; the others still fail at once
+    until it has its answer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._paused_until: dict[str, datetime] = {}
+        self._probing: set[str] = set()
+
+    def admit(self, channel: str, now: datetime) -> None:
+        """Return when a call to the channel's peer may go out now; raise PeerSilent otherwise."""
+        with self._lock:
+            until = self._paused_until.get(channel)
+            if until is None:
+                return
+            if now < until or channel in self._probing:
+                raise PeerSilent(f"{channel} did not answer at {until - PEER_PAUSE:%H:%M:%S}; not tried")
+            self._probing.add(channel)
+
+    def answered(self, channel: str) -> None:
+        with self._lock:
+            self._paused_until.pop(channel, None)
+            self._probing.discard(channel)
+
+    def silent(self, channel: str, now: datetime) -> None:
+        with self._lock:
+            self._paused_until[channel] = now + PEER_PAUSE
+            self._probing.discard(channel)
+
+
+peers = PeerWatch()
+
+
+def send_notices(notice_ids: Iterable[int]) -> dict[int, float]:
+    """Send a batch of notices (one channel's, as `record_notice_batches` makes them) that are due; those taken by
+    another worker meanwhile are left alone. Returns {notice id: seconds until its retry} for attempts that failed.
+    The Slack message is built once per request."""
+    retries: dict[int, float] = {}
+    blocks: dict[Any, list[dict[str, Any]]] = {}
+    with _BatchMailer() as mailer:
+        for notice_id in notice_ids:
+            now = clock.now()
+            notice = _claim(notice_id, now)
+            if notice is None:
+                continue
+            request = notice.request
+            if request.status not in OPEN_STATUSES:
+                Notice.objects.filter(pk=notice.pk).update(
+                    status=NoticeStatus.SKIPPED, reason="closed before sending"
+                )
+                continue
+            try:
+                peers.admit(notice.channel, now)
+                try:
+                    if notice.channel == Channel.EMAIL:
+                        assert notice.user is not None  # e-mail notices are always to a reviewer
+                        mailer.send(email.arrival_message(request, notice.user.email))
+                        changes: dict[str, Any] = {}
+                    else:
+                        if request.pk not in blocks:
+                            blocks[request.pk] = slack.as_dicts(slack.message_blocks(request))
+                        changes = _post_to_slack(notice, request, blocks[request.pk])
+                except UNREACHABLE:
+                    peers.silent(notice.channel, clock.now())
+                    raise
+                except Exception:
+                    peers.answered(notice.channel)  # a refusal is an answer: the peer is there
+                    raise
+                peers.answered(notice.channel)
+            except Exception as exc:
+                retry_in = _failed(notice, exc, now)
+                if retry_in is not None:
+                    retries[notice.pk] = retry_in
+                continue
+            Notice.objects.filter(pk=notice.pk, status=NoticeStatus.SENDING).update(
+                status=NoticeStatus.SENT,
+                sent_at=clock.now(),
+                attempts=notice.attempts + 1,
+                reason="",
+                **changes,
             )
-            logger.warning(
-                "%s notice %s is dead after %d attempts: %s", notice.channel, notice.pk, attempts, exc
-            )
-            return None
-        delay = backoff(attempts)
+    return retries
+
+
+def _failed(notice: Notice, exc: Exception, now: datetime) -> float | None:
+    """Back to `pending` with a backoff (returned, in seconds), or `dead` after NOTICE_MAX_ATTEMPTS (None)."""
+    attempts = notice.attempts + 1
+    if attempts >= settings.NOTICE_MAX_ATTEMPTS:
         Notice.objects.filter(pk=notice.pk).update(
-            status=NoticeStatus.PENDING,
-            attempts=attempts,
-            reason=_reason(exc),
-            next_attempt_at=now + timedelta(seconds=delay),
+            status=NoticeStatus.DEAD, attempts=attempts, reason=_reason(exc), next_attempt_at=None
         )
-        logger.info("%s notice %s failed (%s); retrying in %.0f s", notice.channel, notice.pk, exc, delay)
-        return delay
-    Notice.objects.filter(pk=notice.pk, status=NoticeStatus.SENDING).update(
-        status=NoticeStatus.SENT, sent_at=clock.now(), attempts=notice.attempts + 1, reason="", **changes
+        logger.warning("%s notice %s is dead after %d attempts: %s", notice.channel, notice.pk, attempts, exc)
+        return None
+    delay = backoff(attempts)
+    Notice.objects.filter(pk=notice.pk).update(
+        status=NoticeStatus.PENDING,
+        attempts=attempts,
+        reason=_reason(exc),
+        next_attempt_at=now + timedelta(seconds=delay),
     )
-    return None
+    logger.info("%s notice %s failed (%s); retrying in %.0f s", notice.channel, notice.pk, exc, delay)
+    return delay
+
+
+class _BatchMailer:
+    """One SMTP connection (Django's `get_connection()`) for a batch's mails, opened by the first one. Each mail
+    is its own `send_messages` call on it, so a message the server refuses fails alone and the rest go through
+    on the same connection; a connection that broke is dropped, and the next mail opens a new one."""
+
+    def __init__(self) -> None:
+        self.connection: BaseEmailBackend | None = None
+
+    def __enter__(self) -> "_BatchMailer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, message: EmailMessage) -> None:
+        if self.connection is None:
+            connection = get_connection()
+            connection.open()
+            self.connection = connection
+        try:
+            self.connection.send_messages([message])
+        except UNREACHABLE:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.connection is None:
+            return
+        try:
+            self.connection.close()
+        except Exception:  # a connection that broke may fail to say goodbye; it is dropped either way
+            logger.debug("closing the SMTP connection failed", exc_info=True)
+        self.connection = None
 
 
 def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
 
 
-def _post_to_slack(notice: Notice, request: ElicitationRequest) -> dict[str, Any]:
+def _post_to_slack(
+    notice: Notice, request: ElicitationRequest, blocks: list[dict[str, Any]]
+) -> dict[str, Any]:
     response = slack.client().chat_postMessage(
         channel=notice.slack_channel,
         text=slack.fallback_text(request),
-        blocks=slack.as_dicts(slack.message_blocks(request)),
+        blocks=blocks,
         unfurl_links=False,
         unfurl_media=False,
     )
@@ -156,12 +308,24 @@ def _post_to_slack(notice: Notice, request: ElicitationRequest) -> dict[str, Any
     }
 
 
-def due_notice_ids(now: datetime | None = None, limit: int = 500) -> list[int]:
-    now = now or clock.now()
-    due = Q(status=NoticeStatus.PENDING, next_attempt_at__lte=now) | Q(
+def _due(now: datetime) -> Q:
+    return Q(status=NoticeStatus.PENDING, next_attempt_at__lte=now) | Q(
         status=NoticeStatus.SENDING, next_attempt_at__lte=now
     )
+
+
+def due_notice_ids(now: datetime | None = None, limit: int = 500) -> list[int]:
+    due = _due(now or clock.now())
     return list(Notice.objects.filter(due).order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
+
+
+def due_notice_batches(now: datetime | None = None, limit: int = 500) -> list[list[int]]:
+    """What the retry sweep sends: due notices in batches of one channel, as `record_notice_batches` makes them."""
+    due = Notice.objects.filter(_due(now or clock.now())).order_by("next_attempt_at")
+    by_channel: dict[str, list[int]] = {}
+    for notice_id, channel in due.values_list("pk", "channel")[:limit]:
+        by_channel.setdefault(channel, []).append(notice_id)
+    return [batch for ids in by_channel.values() for batch in _in_batches(ids)]
 
 
 def update_slack_messages(request_id: Any) -> int:

@@ -1,5 +1,6 @@
-"""Reach's listeners to the core's signals: tell people about arrivals (tier 0) and escalation steps (tier 1),
-and rewrite Slack messages once a request closes or moves. Each only queues a task after commit."""
+"""Reach's listeners to the core's signals: tell people about arrivals (tier 0) and escalation steps (tier 1 at
+T1; tier 2, the holder and supervisors, at T2 when a claim kept the request), and rewrite Slack messages once a
+request closes or moves. Each only queues a task after commit."""
 
 import functools
 from typing import Any
@@ -7,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from elicitation.delivery import reach_tasks
+from elicitation.delivery import reach_tasks, routing
 from elicitation.models import Channel, ElicitationRequest, Notice, ReachRule
 
 CLOSING_KINDS = frozenset({"completed", "expired", "withdrawn", "escalated"})
@@ -65,3 +66,9 @@ def on_request_changed(sender: Any, request: ElicitationRequest, kind: str, **kw
 def on_escalation_step(sender: Any, request: ElicitationRequest, step: int, **kwargs: Any) -> None:
     if step == 1:
         _notify_after_commit(request, 1)
+    elif step == 2:
+        # A request its holder kept past T2 (policy `notify`): tier 2 has no rules to ask about; it always tells.
+        request_id = str(request.pk)
+        transaction.on_commit(
+            lambda: reach_tasks.enqueue(reach_tasks.notify_tier, request_id, routing.HOLDER_TIER), robust=True
+        )
