@@ -3,6 +3,7 @@ hours, read in the reviewer's time zone, does not e-mail them while a colleague 
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, time
+from time import monotonic, sleep
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from django.contrib.auth.models import User
 from django.core import mail
 from playwright.sync_api import expect
 
+from elicitation.delivery import background
 from elicitation.models import Channel, Notice, NoticeStatus, Queue, ReachRule, ReviewerReach
 from elicitation.queue import accounts, transitions
 from reviewhub import celery_app
@@ -77,6 +79,10 @@ def test_quiet_hours_set_in_the_browser_keep_arrival_email_away(
         mode="form",
         requested_schema=SCHEMA,
     )
+    # Notices leave after commit from the background senders, never on the agent's request path: wait for them.
+    give_up = monotonic() + 120
+    while background.unfinished() and monotonic() < give_up:
+        sleep(0.05)
     notices = {n.user.username: n for n in Notice.objects.filter(request=request).select_related("user")}
     assert (notices["alice"].status, notices["alice"].reason) == (NoticeStatus.SKIPPED, "quiet hours")
     assert notices["bob"].status == NoticeStatus.SENT

@@ -263,6 +263,8 @@ HTTP_ROWS = [
     Row("api-schema", "GET", lambda w: "/api/schema/", (200,) * 7),
     Row("api-docs", "GET", lambda w: "/api/docs/", (200,) * 7),
     Row("healthz", "GET", lambda w: "/healthz", (200,) * 7),
+    # The public keys receipts are verified with (docs/approvals.md).
+    Row("receipt-jwks", "GET", lambda w: "/.well-known/reviewhub-receipts.json", (200,) * 7),
     # --- pages: session only ---
     Row("dashboard", "GET", lambda w: "/", (LOGIN, LOGIN, LOGIN, 200, 200, 200, 200)),
     Row(
