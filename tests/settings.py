@@ -11,3 +11,9 @@ PASSWORD_HASHERS = [
     # OAuth client secrets keep their own hasher, named by OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"].
     "elicitation.mcp.oauth_registration.ClientSecretHasher",
 ]
+
+# Threads the tests start (in-process MCP calls, waiter threads, thread-per-client tests) keep their pooled
+# connection until the process ends, so one test process needs a larger pool than a server does; PostgreSQL's 100
+# connections still bound it with the live servers a test starts (each pool grows only on demand).
+if "pool" in DATABASES["default"].get("OPTIONS", {}):  # noqa: F405
+    DATABASES["default"]["OPTIONS"]["pool"]["max_size"] = 60  # noqa: F405
