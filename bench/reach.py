@@ -10,8 +10,8 @@ each call after 200 ms (the real slack_sdk client talks to it), the mail server 
 latency = posted (or accepted) - the agent's 201; each request must be posted and mailed exactly once.
 
 Then Slack hangs (takes each post and never answers; the client gives up after SLACK_TIMEOUT_SECONDS): the agent's
-create p95 at 10/s against the same rate with Slack answering, in the services deployment and in the embedded one
-(no broker: eager tasks on the process's background senders), where the create used to wait on Slack.
+create p95 at 10/s against the same rate with Slack answering just before, in the services deployment and in the
+embedded one (no broker: eager tasks on the process's background senders), where the create used to wait on Slack.
 
 Browser: headless Chromium on the queue page with the tab hidden and notifications granted; latency = the page
 constructing the desktop Notification - the agent's 201. The page polls `/reach/waiting` every
@@ -59,6 +59,9 @@ SLACK_SECONDS = 0.2
 SMTP_SECONDS = 0.3
 RATES = ((10.0, 1.0), (50.0, 2.0))  # arrivals per second, p95 target in seconds
 HUNG_RATE = 10.0
+# "Unchanged" for the create with a hung Slack, with a floor for noise: the embedded create's p95 with Slack
+# answering read 22 and 39 ms in two runs of the same code here; a create that waited on Slack takes its 10 s timeout.
+SAME_CREATE_MS = 20.0
 # The embedded deployment: no REDIS_URL. The production settings, not bench.settings, whose channel layer prefix
 # only the Redis layers take; with what bench.settings otherwise changes (no in-process sweeps, quiet logs).
 EMBEDDED = {
@@ -213,12 +216,17 @@ def run(ctx: Context) -> Report:
         with Server("daphne", env=env, start_timeout=START_SECONDS) as server:
             for rate, _ in RATES:
                 ctx.progress.start(f"services: {rate:.0f} arrivals/s for {seconds:.0f} s")
-                before = {name: tree_cpu_seconds(process.pid) for name, process in workers}
+                before = [tree_cpu_seconds(process.pid) for _, process in workers]
                 loaded[rate] = asyncio.run(arrive(server.base_url, agent.key, rate, seconds))
                 wait_for(lambda phase=loaded[rate]: phase.all_told(slack.posted, mail.accepted), 60)
-                for name, process in workers:
-                    cpu[f"{name} at {rate:.0f}/s"] = tree_cpu_seconds(process.pid) - before[name]
+                for (name, process), used in zip(workers, before, strict=True):
+                    key = f"{name} at {rate:.0f}/s"
+                    cpu[key] = cpu.get(key, 0.0) + tree_cpu_seconds(process.pid) - used
             browser = measure_browser(ctx, server.base_url, agent.key, reviewer.id, 5 if ctx.quick else 15)
+            # The create's baseline right before Slack hangs: this machine's load moves within minutes.
+            ctx.progress.start(f"services: {HUNG_RATE:.0f} arrivals/s for {hung_seconds:.0f} s")
+            answering = asyncio.run(arrive(server.base_url, agent.key, HUNG_RATE, hung_seconds))
+            wait_for(lambda: answering.all_told(slack.posted, mail.accepted), 30)
             ctx.progress.start(f"services: Slack hung, {HUNG_RATE:.0f} arrivals/s for {hung_seconds:.0f} s")
             slack.hung.set()
             hung = asyncio.run(arrive(server.base_url, agent.key, HUNG_RATE, hung_seconds))
@@ -291,20 +299,21 @@ def run(ctx: Context) -> Report:
             if used is not None and arrivals:
                 details[f"{name} CPU ms per arrival at {rate:.0f}/s"] = round(1000 * used / arrivals, 2)
 
-    baseline = loaded[HUNG_RATE]
-    for label, answering, hanging in (
-        ("services", baseline, hung),
+    for label, before_hang, hanging in (
+        ("services", answering, hung),
         ("embedded", embedded, embedded_hung),
     ):
-        p95, before = percentile(hanging.creates, 95) * 1000, percentile(answering.creates, 95) * 1000
+        p95, before = percentile(hanging.creates, 95) * 1000, percentile(before_hang.creates, 95) * 1000
         ratio = p95 / before if before else None
         report.add(
             Figure(
                 f"agent create p95 with Slack hung, {label}, {HUNG_RATE:.0f}/s",
                 p95,
                 "ms",
-                "≤ 1.5x Slack answering",
-                ratio is not None and ratio <= 1.5 and hanging.errors == 0,
+                f"≤ 1.5x, or ≤ {SAME_CREATE_MS:.0f} ms over, Slack answering",
+                ratio is not None
+                and (ratio <= 1.5 or p95 - before <= SAME_CREATE_MS)
+                and hanging.errors == 0,
                 baseline=before,
                 baseline_label=f"Slack answering in {SLACK_SECONDS * 1000:.0f} ms",
                 ratio=ratio,
@@ -312,8 +321,8 @@ def run(ctx: Context) -> Report:
         )
         details[f"create {label}, Slack hung"] = {**summary_ms(hanging.creates), "errors": hanging.errors}
         details[f"create {label}, Slack answering"] = {
-            **summary_ms(answering.creates),
-            "errors": answering.errors,
+            **summary_ms(before_hang.creates),
+            "errors": before_hang.errors,
         }
     mail_while_hung, missing, _ = hung.told(mail.accepted)
     report.add(
@@ -362,8 +371,9 @@ def run(ctx: Context) -> Report:
 # --- the deployment's workers ------------------------------------------------------------------------------------
 
 
-def compose_workers() -> list[tuple[str, list[str], dict[str, str]]]:
-    """The Celery workers docker-compose.yml runs: (service, command, the environment it adds to the app's)."""
+def compose_workers() -> list[tuple[str, list[str], dict[str, str], int]]:
+    """The Celery workers docker-compose.yml runs: (service, command, the environment it adds to the app's,
+    replicas)."""
     compose = yaml.safe_load(COMPOSE.read_text())
     app_env = compose["x-app"]["environment"]
     workers = []
@@ -371,31 +381,42 @@ def compose_workers() -> list[tuple[str, list[str], dict[str, str]]]:
         command = [str(part) for part in service.get("command") or []]
         if command[:1] == ["celery"] and "worker" in command:
             own = {k: str(v) for k, v in (service.get("environment") or {}).items() if k not in app_env}
-            workers.append((name, command, own))
+            replicas = int((service.get("deploy") or {}).get("replicas", 1))
+            workers.append((name, command, own, replicas))
     return workers
 
 
 def describe_workers() -> list[str]:
-    return [f"`{name}`: {' '.join(command[3:])}" for name, command, _ in compose_workers()]
+    return [
+        f"`{name}`{f' x{replicas}' if replicas > 1 else ''}: {' '.join(command[3:])}"
+        for name, command, _, replicas in compose_workers()
+    ]
 
 
 def start_workers(env: dict[str, str]) -> list[tuple[str, subprocess.Popen[bytes]]]:
+    """Every worker process of the compose file, named by its service (replicas share the name)."""
     from reviewhub import celery_app
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     celery_app.control.purge()  # tasks a stopped run left behind
     started: list[tuple[str, subprocess.Popen[bytes]]] = []
-    for name, command, own in compose_workers():
+    for name, command, own, replicas in compose_workers():
         command = ["--loglevel=warning" if part.startswith("--loglevel") else part for part in command]
-        log = (RESULTS / f"reach-{name}.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", *command],
-            cwd=REPO,
-            env=bench_env(**env, **own),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        started.append((name, process))
+        for replica in range(replicas):
+            # Replicas run in containers of their own, each its own host name; here they share one.
+            this = [
+                part.replace("%h", f"%h-{replica}") if part.startswith("--hostname") else part
+                for part in command
+            ]
+            log = (RESULTS / f"reach-{name}-{replica}.log").open("wb")
+            process = subprocess.Popen(
+                [sys.executable, "-m", *this],
+                cwd=REPO,
+                env=bench_env(**env, **own),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            started.append((name, process))
     # Ready when every worker answers a ping over the broker.
     give_up = time.monotonic() + START_SECONDS
     while time.monotonic() < give_up:
