@@ -36,6 +36,14 @@ def make_member(queue: Queue, name: str) -> User:
     return user
 
 
+def wait_for_background_senders() -> None:
+    """Notices leave after commit from the background senders, never on the agent's request path: wait for them
+    (the bound is a safety net, not a deadline)."""
+    give_up = monotonic() + 120
+    while background.unfinished() and monotonic() < give_up:
+        sleep(0.05)
+
+
 def test_quiet_hours_set_in_the_browser_keep_arrival_email_away(
     asgi_live_server_url: str,
     open_page: Callable[..., Any],
@@ -79,10 +87,7 @@ def test_quiet_hours_set_in_the_browser_keep_arrival_email_away(
         mode="form",
         requested_schema=SCHEMA,
     )
-    # Notices leave after commit from the background senders, never on the agent's request path: wait for them.
-    give_up = monotonic() + 120
-    while background.unfinished() and monotonic() < give_up:
-        sleep(0.05)
+    wait_for_background_senders()
     notices = {n.user.username: n for n in Notice.objects.filter(request=request).select_related("user")}
     assert (notices["alice"].status, notices["alice"].reason) == (NoticeStatus.SKIPPED, "quiet hours")
     assert notices["bob"].status == NoticeStatus.SENT
@@ -98,6 +103,7 @@ def test_quiet_hours_set_in_the_browser_keep_arrival_email_away(
         mode="form",
         requested_schema=SCHEMA,
     )
+    wait_for_background_senders()
     assert sorted(message.to[0] for message in mail.outbox) == ["alice@example.com", "bob@example.com"]
     assert Notice.objects.get(request=later, user=asleep).status == NoticeStatus.SENT
 
