@@ -1,5 +1,6 @@
-/** Every `ts` block of this package's README and of the main README's TypeScript section type-checks against the
- * built package and runs as written against a live ReviewHub, while a scripted reviewer answers. */
+/** Every `ts` block of this package's README and of the TypeScript section of the MCP guide (docs/mcp.md)
+ * type-checks against the built package and runs as written against a live ReviewHub, while a scripted reviewer
+ * answers. */
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -18,10 +19,10 @@ function blocks(markdown: string): string[] {
   return [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? "");
 }
 
-/** The `## TypeScript` section of the main README, up to the next second-level heading. */
+/** The `## The TypeScript client` section of the MCP guide, up to the next second-level heading. */
 function typescriptSection(markdown: string): string {
-  const start = markdown.search(/^## TypeScript\b/m);
-  assert.ok(start >= 0, "the main README has a ## TypeScript section");
+  const start = markdown.search(/^## The TypeScript client\b/m);
+  assert.ok(start >= 0, "docs/mcp.md has a ## The TypeScript client section");
   const rest = markdown.slice(start + 3);
   const end = rest.search(/^## /m);
   return end < 0 ? rest : rest.slice(0, end);
@@ -68,21 +69,21 @@ let live: LiveServer;
 
 before(async () => {
   const own = await readFile(join(CLIENT_DIR, "README.md"), "utf8");
-  const main = await readFile(join(REPO, "README.md"), "utf8");
+  const guide = await readFile(join(REPO, "docs", "mcp.md"), "utf8");
   for (const [n, code] of blocks(own).entries()) snippets.push({ name: `package-readme-${n + 1}`, code });
-  for (const [n, code] of blocks(typescriptSection(main)).entries()) snippets.push({ name: `main-readme-${n + 1}`, code });
+  for (const [n, code] of blocks(typescriptSection(guide)).entries()) snippets.push({ name: `mcp-guide-${n + 1}`, code });
   await rm(SNIPPETS, { recursive: true, force: true });
   await mkdir(SNIPPETS, { recursive: true });
   live = await LiveServer.start();
 });
 
 after(async () => {
-  await live.close();
+  await live?.close();
 });
 
 test("the READMEs have TypeScript examples, and they type-check", { timeout: 60_000 }, async () => {
   assert.ok(snippets.filter((snippet) => snippet.name.startsWith("package")).length >= 2);
-  assert.ok(snippets.some((snippet) => snippet.name.startsWith("main")));
+  assert.ok(snippets.some((snippet) => snippet.name.startsWith("mcp-guide")));
   const files = [];
   for (const snippet of snippets) {
     const file = join(SNIPPETS, `${snippet.name}.ts`);
