@@ -121,6 +121,22 @@ def terminate_server_connections() -> int:
         return int(cursor.fetchone()[0])
 
 
+def wait_until_server_sessions_gone(bound_seconds: float = 60) -> None:
+    """pg_terminate_backend only signals: a loaded machine may take a moment before the backends exit and their
+    sockets close. Wait for that, so a test measures the pool after the drop, not a race with it."""
+    deadline = time.monotonic() + bound_seconds
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+                [APPLICATION_NAME],
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the terminated sessions were still there after {bound_seconds} s")
+
+
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(

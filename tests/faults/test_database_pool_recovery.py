@@ -15,7 +15,7 @@ from django.db import connection
 from elicitation.models import Queue
 from reviewhub import db_pool
 from tests.faults.processes import Daphne
-from tests.faults.test_database_faults import terminate_server_connections
+from tests.faults.test_database_faults import terminate_server_connections, wait_until_server_sessions_gone
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -32,6 +32,7 @@ def test_requests_right_after_every_pooled_connection_is_dropped_succeed(
             for _ in range(10):  # the pool now holds open connections
                 assert client.get("/api/v1/requests").status_code == 200
             killed = terminate_server_connections()
+            wait_until_server_sessions_gone()
             timings: list[tuple[int, float, str | None]] = []
             for _ in range(10):
                 started = time.monotonic()
