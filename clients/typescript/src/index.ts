@@ -4,7 +4,8 @@
  *     const hub = new ReviewHubClient({ baseUrl: "http://127.0.0.1:8000", apiKey: "rh_..." });
  *     const result = await hub.elicit({ message: "Deploy?", requestedSchema, queue: "default" });
  *
- * Browser-safe: only `fetch` and `WebSocket`. The MCP integrations are in `reviewhub-client/mcp`.
+ * Browser-safe: only `fetch`, `WebSocket` and WebCrypto. Receipts and the argument digest: `verifyReceipt`,
+ * `argumentDigest` (docs/approvals.md). The MCP integrations are in `reviewhub-client/mcp`.
  */
 
 export { ReviewHubClient, DEFAULT_URL } from "./client.js";
@@ -30,6 +31,19 @@ export type {
   RequestStatus,
   RequestedSchema,
 } from "./models.js";
+export {
+  DECISION_META,
+  RECEIPT_KEYS_PATH,
+  RECEIPT_META,
+  ReceiptInvalid,
+  argumentDigest,
+  canonicalBytes,
+  contextCall,
+  fetchReceiptKeys,
+  requestDigest,
+  verifyReceipt,
+} from "./receipts.js";
+export type { DigestObject, JsonWebKeySet, Receipt } from "./receipts.js";
 export type { WebSocketConstructor, WebSocketLike } from "./socket.js";
 export { CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, RECONNECT_SPREAD_MS } from "./socket.js";
 export { spreadDelay, spreadWindow } from "./timing.js";

@@ -1,13 +1,18 @@
 /** The agent API's JSON shapes, in MCP terms (`ElicitResult`). Times are ISO 8601 strings, as on the wire. */
 
+import { isRecord } from "./errors.js";
+
 export type RequestStatus = "pending" | "claimed" | "completed" | "expired" | "withdrawn";
 export type ElicitAction = "accept" | "decline" | "cancel";
 export type ContentValue = string | number | boolean | string[];
 
-/** MCP ElicitResult: `content` only on an accepted form. */
+/** MCP ElicitResult: `content` only on an accepted form. `_meta` is ReviewHub's, passed on to MCP servers as
+ * is: `reviewhub/decision` (the rule or quorum that decided, and the argument digest) and `reviewhub/receipt` (the
+ * signed receipt, see `verifyReceipt`); docs/approvals.md. */
 export interface ElicitResult {
   action: ElicitAction;
   content?: Record<string, ContentValue>;
+  _meta?: Record<string, unknown>;
 }
 
 /** The flat MCP elicitation schema subset (`requestedSchema`). */
@@ -77,11 +82,14 @@ export function toRequest(data: Record<string, unknown>): ElicitationRequest {
   };
 }
 
-/** Only `action` and, on accept, `content`: what an MCP peer expects back. */
-export function toElicitResult(data: { action: string; content?: unknown }): ElicitResult {
+/** `action`, on accept `content`, and ReviewHub's `_meta` when it sent one: what an MCP peer expects back. */
+export function toElicitResult(data: { action: string; content?: unknown; _meta?: unknown }): ElicitResult {
   const action = data.action as ElicitAction;
-  if (action === "accept" && data.content != null) {
-    return { action, content: data.content as Record<string, ContentValue> };
-  }
-  return { action };
+  const result: ElicitResult =
+    action === "accept" && data.content != null
+      ? { action, content: data.content as Record<string, ContentValue> }
+      : { action };
+  if (isRecord(data._meta)) result._meta = data._meta;
+  return result;
 }
+

@@ -15,7 +15,7 @@ import {
   type RequestedSchema,
 } from "reviewhub-client";
 
-import { LiveServer, Reviewer, delay, eventually, freePort } from "./harness.js";
+import { LiveServer, Reviewer, answerOf, delay, eventually, freePort } from "./harness.js";
 
 const SCHEMA: RequestedSchema = {
   type: "object",
@@ -58,7 +58,9 @@ describe("waiting", { timeout: 60_000 }, () => {
     await eventually(() => hub.socketConnected, "the socket connects");
     await reviewer.answer(request.id, "accept", { approve: true, note: "ok" });
 
-    assert.deepEqual(await waiting, { action: "accept", content: { approve: true, note: "ok" } });
+    const result = await waiting;
+    assert.deepEqual(answerOf(result), { action: "accept", content: { approve: true, note: "ok" } });
+    assert.match(String(result._meta?.["reviewhub/receipt"]), /^[\w-]+\.[\w-]+\.[\w-]+$/); // _meta kept
     assert.equal(hub.socketConnected, true); // answered while listening on the socket, not long-polling
     await eventually(() => seen.some((event) => event.id === request.id), "the event is seen on the socket");
     assert.deepEqual(
@@ -71,7 +73,7 @@ describe("waiting", { timeout: 60_000 }, () => {
     const hub = client();
     const request = await hub.create({ message: "Already done?", requestedSchema: SCHEMA, queue: "socket" });
     await reviewer.answer(request.id, "decline");
-    assert.deepEqual(await hub.wait(request.id, { timeoutMs: 20_000 }), { action: "decline" });
+    assert.deepEqual(answerOf(await hub.wait(request.id, { timeoutMs: 20_000 })), { action: "decline" });
   });
 
   test("with the socket refused, wait falls back to long-polling and still gets the answer", async () => {
@@ -83,7 +85,7 @@ describe("waiting", { timeout: 60_000 }, () => {
     await delay(300); // the socket has failed at least once and the wait is long-polling
     await reviewer.answer(request.id, "accept", { approve: false });
 
-    assert.deepEqual(await waiting, { action: "accept", content: { approve: false } });
+    assert.deepEqual(answerOf(await waiting), { action: "accept", content: { approve: false } });
     assert.equal(hub.socketConnected, false);
   });
 
@@ -92,7 +94,7 @@ describe("waiting", { timeout: 60_000 }, () => {
     const request = await hub.create({ message: "Poll only?", requestedSchema: SCHEMA, queue: "fallback" });
     const waiting = hub.wait(request.id, { timeoutMs: 30_000 });
     await reviewer.answer(request.id, "cancel");
-    assert.deepEqual(await waiting, { action: "cancel" });
+    assert.deepEqual(answerOf(await waiting), { action: "cancel" });
   });
 
   test("many concurrent waits share one socket and each gets its own answer", async () => {
@@ -119,7 +121,7 @@ describe("waiting", { timeout: 60_000 }, () => {
     await eventually(() => first.socketConnected && second.socketConnected, "both sockets connect");
     await reviewer.answer(a!.id, "accept", { approve: true });
     await reviewer.answer(b!.id, "decline");
-    assert.deepEqual(await Promise.all(waits), [{ action: "accept", content: { approve: true } }, { action: "decline" }]);
+    assert.deepEqual((await Promise.all(waits)).map(answerOf), [{ action: "accept", content: { approve: true } }, { action: "decline" }]);
   });
 
   test("a wait times out with WaitTimeout and leaves the request open", async () => {
@@ -263,7 +265,8 @@ describe("the REST API", { timeout: 60_000 }, () => {
     assert.ok(event, JSON.stringify(page));
     assert.equal(event.type, "completed");
     assert.equal(event.cursor, page.cursor);
-    assert.deepEqual(event.result, { action: "accept", content: { approve: true } });
+    assert.deepEqual(answerOf(event.result), { action: "accept", content: { approve: true } });
+    assert.equal(typeof event.result?._meta?.["reviewhub/receipt"], "string"); // the feed keeps _meta too
     assert.deepEqual((await hub.events(page.cursor)).events, []);
   });
 
@@ -282,7 +285,7 @@ describe("the REST API", { timeout: 60_000 }, () => {
     await hub.completeUrl({ requestId: request.id });
     await hub.completeUrl({ elicitationId: "nobody-knows-this-one" }); // unknown ids are ignored, as MCP requires
     await reviewer.answer(request.id, "accept");
-    assert.deepEqual(await hub.wait(request.id, { timeoutMs: 20_000 }), { action: "accept" });
+    assert.deepEqual(answerOf(await hub.wait(request.id, { timeoutMs: 20_000 })), { action: "accept" });
   });
 
   test("an unreachable server is a ReviewHubError without a status, after the retries", async () => {

@@ -16,7 +16,17 @@ export const CLIENT_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 export const REPO = resolve(CLIENT_DIR, "../..");
 export const PYTHON =
   process.env.RH_PYTHON ?? (existsSync(join(REPO, ".venv/bin/python")) ? join(REPO, ".venv/bin/python") : "python3");
-export const QUEUES = ["default", "socket", "fallback", "restart", "forms", "urls", "cancel", "rounds", "misc"];
+export const QUEUES = ["default", "socket", "fallback", "restart", "forms", "urls", "cancel", "rounds", "misc", "ruled"];
+
+/** A request's digest computed by the server's Python (`rules.facts.request_digest`), over text and numbers where
+ * JSON canonical forms part ways: non-ASCII and astral characters, keys that sort differently by code point and by
+ * UTF-16 unit, escapes, -0, exponents, an integer past 2**53. */
+export interface DigestSample {
+  message: string;
+  requestedSchema: Record<string, unknown> | null;
+  context: Record<string, unknown>;
+  digest: string;
+}
 
 export interface Fixture {
   /** A migrated SQLite database with the agents and the reviewer: copied for each server. */
@@ -24,6 +34,7 @@ export interface Fixture {
   agentKey: string;
   otherAgentKey: string;
   reviewerToken: string;
+  digestSample: DigestSample;
 }
 
 const SETUP = `
@@ -38,8 +49,31 @@ def last_line(*args):
     return out.getvalue().strip().splitlines()[-1]
 
 queues = os.environ["RH_TS_QUEUES"]
+agent_key = last_line("create_agent", "ts-agent", "--queues", queues, "--create-queues")
+
+from elicitation.models import Queue
+from elicitation.queue import rules
+from elicitation.queue.rules.facts import request_digest
+
+# "ruled": small transfers decide themselves, so their results carry _meta["reviewhub/decision"].
+rules.replace_policy(Queue.objects.get(slug="ruled"), {"rules": [{
+    "name": "small transfers", "match": {"tool": "transfer", "arguments": {"amount": {"lte": 100}}},
+    "action": "accept", "content": {"approve": True},
+}]})
+sample_context = {"mcp": {"server": "bank \\u2713", "tool": "transfer", "arguments": {
+    "amount": 100, "fee": 0.5, "zero": -0.0, "huge": 1e21, "tiny": 1e-7, "big": 2**60, "pi": 3.141592653589793,
+    "\\u00e9": "Zo\\u00eb", "\\U0001f600": "astral key", "\\ufb01": "ligature key", "a": [None, True, False, {"z": 1, "Z": 2}],
+    "memo": "Miete \\U0001f3e0 \\"quoted\\" \\\\ back\\nnew\\u2028line\\u0001ctl\\u007f",
+}}}
+sample_schema = {"type": "object", "properties": {"approve": {"type": "boolean", "title": "Freigeben? \\u2705"}}}
+sample_message = "\\u00dcberweisung 100 \\u20ac an Zo\\u00eb \\U0001f389"
+
 print(json.dumps({
-    "agentKey": last_line("create_agent", "ts-agent", "--queues", queues, "--create-queues"),
+    "digestSample": {
+        "message": sample_message, "requestedSchema": sample_schema, "context": sample_context,
+        "digest": request_digest(sample_message, sample_schema, sample_context),
+    },
+    "agentKey": agent_key,
     "otherAgentKey": last_line("create_agent", "ts-other-agent", "--queues", queues),
     "reviewerToken": last_line("create_reviewer", "ts-reviewer", "--queues", queues, "--token"),
 }))
@@ -121,6 +155,13 @@ export function freePort(): Promise<number> {
 
 export function delay(ms: number): Promise<void> {
   return new Promise((resolvePromise) => setTimeout(resolvePromise, ms));
+}
+
+/** A result's answer, without ReviewHub's `_meta` (the receipt differs every time). */
+export function answerOf<T extends { _meta?: unknown }>(result: T | null | undefined): Omit<T, "_meta"> | null | undefined {
+  if (result == null) return result;
+  const { _meta, ...answer } = result;
+  return answer;
 }
 
 /** Poll `check` until it returns something truthy; fail after `timeoutMs`. */

@@ -6,7 +6,7 @@ import { after, before, test } from "node:test";
 
 import { ReviewHubClient, type AgentEvent, type RequestedSchema } from "reviewhub-client";
 
-import { LiveServer, Reviewer, eventually } from "./harness.js";
+import { LiveServer, Reviewer, answerOf, eventually } from "./harness.js";
 
 const SCHEMA: RequestedSchema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] };
 
@@ -44,7 +44,7 @@ test("a wait survives a server restart: resumed, no event lost or repeated", { t
     await eventually(() => hub.socketConnected, "the socket reconnects", 30_000);
     await reviewer.answer(late, "accept", { ok: false });
 
-    assert.deepEqual(await waits, [
+    assert.deepEqual((await waits).map(answerOf), [
       { action: "accept", content: { ok: true } },
       { action: "decline" },
       { action: "accept", content: { ok: false } },

@@ -7,6 +7,7 @@ from django.utils.dateparse import parse_datetime
 
 from elicitation.models import Queue
 from elicitation.queue import clock, rules
+from elicitation.queue.errors import InvalidInput
 
 DURATION = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -35,13 +36,26 @@ class Command(BaseCommand):
         parser.add_argument("queue", help="The slug of the queue whose answers to export.")
         parser.add_argument("--since", help="Only answers given since: ISO 8601 date-time, or 7d, 24h, 90m.")
         parser.add_argument("--output", "-o", help="Write to this file instead of standard output.")
+        parser.add_argument(
+            "--ignore-arguments",
+            default="",
+            metavar="NAMES",
+            help="Comma-separated arguments that change from run to run (timestamp,request_id; dotted when nested): "
+            "left out of every match, so calls differing only in them replay the same answer.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = Queue.objects.filter(slug=options["queue"]).first()
         if queue is None:
             raise CommandError(f"No queue {options['queue']!r}.")
         since = since_time(options["since"]) if options["since"] else None
-        text = rules.dump_yaml(rules.fixture_from_answers(queue, since=since))
+        ignored = [name for name in options["ignore_arguments"].split(",") if name.strip()]
+        try:
+            fixture = rules.fixture_from_answers(queue, since=since, ignore_arguments=ignored)
+        except InvalidInput as exc:
+            reasons = "; ".join(f"{where}: {reason}" for where, reason in exc.fields.items())
+            raise CommandError(f"--ignore-arguments: {reasons}") from None
+        text = rules.dump_yaml(fixture)
         if options["output"]:
             with open(options["output"], "w", encoding="utf-8") as file:
                 file.write(text)

@@ -50,7 +50,7 @@ class Command(BaseCommand):
             policy = rules.replace_policy(queue, data, user=user)
         except InvalidInput as exc:
             reasons = "; ".join(f"{where}: {reason}" for where, reason in exc.fields.items())
-            raise CommandError(f"{exc.detail} {reasons}") from None
+            raise CommandError(f"{path}: {exc.detail} {reasons}") from None
         count = len(rules.policy_data(queue)["rules"])
         self.stdout.write(f"Queue {queue.slug!r}: {policy.mode} mode, {count} rules.")
 

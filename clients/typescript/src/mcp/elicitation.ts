@@ -1,9 +1,11 @@
 /**
- * Route an MCP client's elicitations to ReviewHub reviewers (the official `@modelcontextprotocol/sdk` `Client`).
+ * Route an MCP client's elicitations to ReviewHub reviewers: the `Client` of `@modelcontextprotocol/sdk` 1.x or of
+ * `@modelcontextprotocol/client` 2.x (either one a peer dependency; `install` tells them apart).
  *
  * - Form mode: a form request is posted to the queue with `context.mcp` = the MCP server's name, the tool and
  *   its arguments (when the call went through `callTool`/`toolCall`) and the JSON-RPC request id; the
- *   reviewer's answer comes back as the `ElicitResult` (content only on accept).
+ *   reviewer's answer comes back as the `ElicitResult` (content only on accept), with ReviewHub's `_meta` (the
+ *   decision's digest and the signed receipt) for the MCP server to check.
  * - URL mode: a URL request is posted (keeping `elicitationId`); the server's
  *   `notifications/elicitation/complete` is forwarded to ReviewHub so the reviewer sees the flow finished.
  *
@@ -14,24 +16,70 @@
  * no reviewer answers a question nobody will read.
  */
 
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import {
-  ElicitRequestSchema,
-  ElicitationCompleteNotificationSchema,
-  type CallToolResult,
-  type ElicitRequest,
-  type ElicitResult as McpElicitResult,
-} from "@modelcontextprotocol/sdk/types.js";
-
 import type { ReviewHubClient } from "../client.js";
 import { RequestWithdrawn, ReviewHubError, WaitTimeout } from "../errors.js";
+import type { ContentValue } from "../models.js";
 import { linkedController } from "../timing.js";
+
+type SdkV1Types = typeof import("@modelcontextprotocol/sdk/types.js");
+
+/** The 1.x SDK's schemas, when it is installed: 1.x registers handlers by schema, 2.x by method name. Loaded, not
+ * imported, so an application on 2.x alone needs no 1.x, and one on 1.x gets the copy it uses itself. */
+const sdkV1: SdkV1Types | null = await import("@modelcontextprotocol/sdk/types.js").catch(() => null);
+
+const ELICIT = "elicitation/create";
+const ELICITATION_COMPLETE = "notifications/elicitation/complete";
+
+/** What the handler needs of an SDK `Client`, 1.x or 2.x: both are assignable to it. */
+export interface McpClient {
+  // The two generations' overloads differ (a schema or a method name first); `install` picks the right call.
+  setRequestHandler(...args: any[]): unknown;
+  setNotificationHandler(...args: any[]): unknown;
+  callTool(...args: any[]): Promise<unknown>;
+  getServerVersion(): { name: string } | undefined;
+}
+
+/** Which SDK a client comes from: 2.x's `Client` has the public `getProtocolEra()`, 1.x's does not. */
+export function sdkGeneration(client: McpClient): 1 | 2 {
+  return typeof (client as { getProtocolEra?: unknown }).getProtocolEra === "function" ? 2 : 1;
+}
+
+/** `elicitation/create` params, in both SDKs' shape. */
+export type ElicitParams =
+  | {
+      mode?: "form";
+      message: string;
+      requestedSchema: { type: "object"; properties: Record<string, unknown>; required?: string[] };
+      _meta?: Record<string, unknown>;
+    }
+  | { mode: "url"; message: string; url: string; elicitationId: string; _meta?: Record<string, unknown> };
+
+/** The MCP ElicitResult the handler answers. */
+export interface McpElicitResult {
+  action: "accept" | "decline" | "cancel";
+  content?: Record<string, ContentValue>;
+  _meta?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** `callTool` options both SDKs take (`signal`, `timeout`, …). */
+export interface McpRequestOptions {
+  signal?: AbortSignal;
+  timeout?: number;
+  [key: string]: unknown;
+}
+
+/** An MCP tool result, as both SDKs return it. */
+export interface McpToolResult {
+  content: { type: string; [key: string]: unknown }[];
+  isError?: boolean;
+  structuredContent?: Record<string, unknown>;
+  _meta?: Record<string, unknown>;
+  [key: string]: unknown;
+}
 
 /** The capabilities a `Client` must declare for ReviewHub to answer both elicitation modes. */
 export const elicitationCapabilities = { elicitation: { form: {}, url: {} } } as const;
-
-export type ElicitParams = ElicitRequest["params"];
 
 export interface Logger {
   info(message: string, ...details: unknown[]): void;
@@ -57,6 +105,13 @@ export interface ReviewHubElicitationOptions {
   logger?: Logger;
 }
 
+/** The second argument an SDK passes a request handler: 1.x's `extra`, or 2.x's context. */
+interface HandlerExtra {
+  signal?: AbortSignal;
+  requestId?: string | number;
+  mcpReq?: { signal?: AbortSignal; id?: string | number };
+}
+
 export interface ToolCall {
   name: string;
   arguments: Record<string, unknown>;
@@ -64,12 +119,17 @@ export interface ToolCall {
   signal: AbortSignal;
 }
 
-/** The outcome of one posted request, in MCP shape (content only on accept). */
-export function toMcpResult(result: { action: string; content?: unknown }): McpElicitResult {
-  if (result.action === "accept" && result.content != null) {
-    return { action: "accept", content: result.content as McpElicitResult["content"] };
+/** The outcome of one posted request, in MCP shape: content only on accept, and ReviewHub's `_meta` as it came
+ * (`reviewhub/decision`, `reviewhub/receipt`), so the MCP server can check what was approved. */
+export function toMcpResult(result: { action: string; content?: unknown; _meta?: unknown }): McpElicitResult {
+  const mcp: McpElicitResult =
+    result.action === "accept" && result.content != null
+      ? { action: "accept", content: result.content as McpElicitResult["content"] }
+      : { action: result.action as McpElicitResult["action"] };
+  if (typeof result._meta === "object" && result._meta !== null && !Array.isArray(result._meta)) {
+    mcp._meta = result._meta as Record<string, unknown>;
   }
-  return { action: result.action as McpElicitResult["action"] };
+  return mcp;
 }
 
 /** Best effort: the request may have closed meanwhile, or ReviewHub be down. */
@@ -145,25 +205,43 @@ export class ReviewHubElicitation {
     this.logger = options.logger ?? { info: () => undefined, warn: (...args) => console.warn(...args) };
   }
 
-  /** Answer the client's `elicitation/create` requests through ReviewHub, and forward URL completions. */
-  install(client: Client): this {
-    client.setRequestHandler(ElicitRequestSchema, (request, extra) =>
-      this.handle(request.params, { signal: extra.signal, requestId: extra.requestId, client }),
-    );
-    client.setNotificationHandler(ElicitationCompleteNotificationSchema, async (notification) => {
+  /** Answer the client's `elicitation/create` requests through ReviewHub, and forward URL completions. Takes a
+   * `Client` of either SDK generation (see `sdkGeneration`). */
+  install(client: McpClient): this {
+    const onRequest = (request: { params: ElicitParams }, extra?: HandlerExtra): Promise<McpElicitResult> => {
+      // 1.x passes `extra.{signal, requestId}`; 2.x a context with `mcpReq.{signal, id}`.
+      const signal = extra?.mcpReq?.signal ?? extra?.signal;
+      const requestId = extra?.mcpReq?.id ?? extra?.requestId;
+      return this.handle(request.params, {
+        ...(signal ? { signal } : {}),
+        ...(requestId !== undefined ? { requestId } : {}),
+        client,
+      });
+    };
+    const complete = async (notification: { params: { elicitationId: string } }): Promise<void> => {
       try {
         await this.hub.completeUrl({ elicitationId: notification.params.elicitationId });
       } catch (error) {
         this.logger.info(`could not report URL flow ${notification.params.elicitationId} complete: ${String(error)}`);
       }
-    });
+    };
+    if (sdkGeneration(client) === 2) {
+      client.setRequestHandler(ELICIT, onRequest);
+      client.setNotificationHandler(ELICITATION_COMPLETE, complete);
+    } else {
+      if (sdkV1 === null) {
+        throw new Error("a @modelcontextprotocol/sdk 1.x Client, but that package cannot be imported from here");
+      }
+      client.setRequestHandler(sdkV1.ElicitRequestSchema, onRequest);
+      client.setNotificationHandler(sdkV1.ElicitationCompleteNotificationSchema, complete);
+    }
     return this;
   }
 
   /** One elicitation: post it, wait for the reviewer, answer in MCP shape. */
   async handle(
     params: ElicitParams,
-    extra: { signal?: AbortSignal; requestId?: string | number; client?: Client } = {},
+    extra: { signal?: AbortSignal; requestId?: string | number; client?: McpClient } = {},
   ): Promise<McpElicitResult> {
     const call = this.currentCall();
     const body = requestBody(params, {
@@ -201,15 +279,19 @@ export class ReviewHubElicitation {
   /** `client.callTool(...)` with the tool named in every request it causes; aborting `options.signal`
    * withdraws them. */
   async callTool(
-    client: Client,
+    client: McpClient,
     name: string,
     args: Record<string, unknown> = {},
-    options: RequestOptions = {},
-  ): Promise<CallToolResult> {
+    options: McpRequestOptions = {},
+  ): Promise<McpToolResult> {
+    const params = { name, arguments: args };
     return this.toolCall(
       name,
       args,
-      async (signal) => (await client.callTool({ name, arguments: args }, undefined, { ...options, signal })) as CallToolResult,
+      async (signal) =>
+        (sdkGeneration(client) === 2
+          ? await client.callTool(params, { ...options, signal }) // 2.x: (params, options)
+          : await client.callTool(params, undefined, { ...options, signal })) as McpToolResult, // 1.x: (params, resultSchema, options)
       options.signal,
     );
   }
@@ -238,7 +320,7 @@ export class ReviewHubElicitation {
     return this.inFlight.size === 1 ? [...this.inFlight][0] : undefined;
   }
 
-  private mcpContext(extra: { requestId?: string | number; client?: Client }, call: ToolCall | undefined): Record<string, unknown> {
+  private mcpContext(extra: { requestId?: string | number; client?: McpClient }, call: ToolCall | undefined): Record<string, unknown> {
     const mcp: Record<string, unknown> = {
       server: this.options.serverName ?? extra.client?.getServerVersion()?.name ?? null,
     };

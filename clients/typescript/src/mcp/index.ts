@@ -1,17 +1,28 @@
 /**
- * ReviewHub for agents built on the official MCP TypeScript SDK (`@modelcontextprotocol/sdk`, a peer dependency):
- * an elicitation handler for its `Client`, and 2026-07-28 input-required rounds that survive a restart.
+ * ReviewHub for agents built on the official MCP TypeScript SDK, a peer dependency: an elicitation handler for the
+ * `Client` of `@modelcontextprotocol/sdk` 1.x and of `@modelcontextprotocol/client` 2.x, and 2026-07-28
+ * input-required rounds that survive a restart (through 1.x's generic `request()`).
  */
 
 export {
   ReviewHubElicitation,
   elicitationCapabilities,
   requestBody,
+  sdkGeneration,
   toMcpResult,
   waitForOutcome,
   withdrawQuietly,
 } from "./elicitation.js";
-export type { ElicitParams, Logger, ReviewHubElicitationOptions, ToolCall } from "./elicitation.js";
+export type {
+  ElicitParams,
+  Logger,
+  McpClient,
+  McpElicitResult,
+  McpRequestOptions,
+  McpToolResult,
+  ReviewHubElicitationOptions,
+  ToolCall,
+} from "./elicitation.js";
 export {
   DEFAULT_MAX_ROUNDS,
   InputRequestRefused,

@@ -21,7 +21,7 @@
 
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { ResultSchema, type CallToolResult, type ClientRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, ClientRequest } from "@modelcontextprotocol/sdk/types.js";
 
 import type { ReviewHubClient } from "../client.js";
 import { ReviewHubError, isRecord } from "../errors.js";
@@ -151,7 +151,9 @@ export async function callToolRaw(
   if (args !== undefined) params.arguments = args;
   if (inputResponses) params.inputResponses = inputResponses;
   if (requestState) params.requestState = requestState;
-  // ResultSchema is a loose object: every field the server sent survives.
+  // ResultSchema is a loose object: every field the server sent survives. Loaded here, not imported, so that
+  // `reviewhub-client/mcp` loads in an application on SDK 2.x alone (this driver is 1.x's).
+  const { ResultSchema } = await import("@modelcontextprotocol/sdk/types.js");
   const result = await client.request({ method: TOOLS_CALL, params } as ClientRequest, ResultSchema, options);
   return result as Record<string, unknown>;
 }
