@@ -1,6 +1,6 @@
 """`python -m bench [NAME ...] [--quick]`: run benchmarks, write bench/results/latest.json and BENCHMARKS.md.
 
-Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm, rule_regex (default: all,
+Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm, rule_regex, gateway (default: all,
 in that order). `--quick` runs each with smaller counts to check the harness works; its figures are not written to BENCHMARKS.md. `--render` only
 rewrites BENCHMARKS.md from the last full run's figures and bench/findings.md (after editing the findings).
 The environment decides where it runs: DATABASE_URL (default the dedicated rh_bench database) and
@@ -33,6 +33,7 @@ BENCHMARKS = {
     "waiting": "bench.waiting",
     "storm": "bench.storm",
     "rule_regex": "bench.rule_regex",
+    "gateway": "bench.gateway",
 }
 # The whole run, all benchmarks (waiting ~4 min, storm ~3 min of it).
 BUDGET_SECONDS = 25 * 60

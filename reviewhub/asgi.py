@@ -55,9 +55,10 @@ from elicitation.delivery.long_poll import LongPollMiddleware  # noqa: E402
 django_http = LongPollMiddleware(django_http)  # type: ignore[assignment]
 
 if importlib.util.find_spec("mcp") is not None:  # the optional `reviewhub[mcp]` extra: MCP server at /mcp/
+    from elicitation.mcp.gateway.endpoint import with_mcp_gateway
     from elicitation.mcp.server import with_mcp_endpoint
 
-    django_http = with_mcp_endpoint(django_http)
+    django_http = with_mcp_gateway(with_mcp_endpoint(django_http))  # and upstreams at /mcp/gateway/<name>/
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
