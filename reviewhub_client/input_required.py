@@ -44,8 +44,10 @@ import anyio
 import mcp.types as types
 from mcp import InputRequiredRoundsExceededError
 from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
-from pydantic import RootModel, TypeAdapter
+from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
+from pydantic import TypeAdapter
 
 from reviewhub_client.errors import ReviewHubError
 from reviewhub_client.mcp_bridge import Hub, request_body, wait_for_outcome, withdraw_quietly
@@ -54,10 +56,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROUNDS = 5
 METHOD = "tools/call"
-
-
-class WireResult(RootModel[dict[str, Any]]):
-    """A result exactly as it came over the wire: recognition follows the spec, not the SDK's own parse."""
 
 
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
@@ -207,8 +205,34 @@ async def call_tool_raw(
             request_state=request_state,
         )
     )
-    wire = await session.send_request(request, WireResult, request_read_timeout_seconds=read_timeout_seconds)
-    return wire.root
+    return await send_unvalidated(session, request, read_timeout_seconds)
+
+
+async def send_unvalidated(
+    session: ClientSession, request: types.CallToolRequest, read_timeout_seconds: float | None = None
+) -> dict[str, Any]:
+    """`session.send_request` without its result validation: the raw result mapping as the server sent it.
+
+    `send_request` checks every result against the negotiated revision's schema before any result type sees it,
+    and the 2026-07-28 schema marks `resultType` required, so a final result without it (which a client MUST
+    read as `complete`) raises there and the call is lost after its rounds were answered. This sends the
+    request the way `send_request` does: the session's per-request stamp (the 2026-07-28 `_meta` and
+    `Mcp-Method`/`Mcp-Name`/`MCP-Protocol-Version` headers), then its dispatcher, a new JSON-RPC id each time.
+    It uses the session's private `_stamp` and `_dispatcher` (mcp 2.x); tests/mcp/test_input_required_wire.py
+    fails if they change, and notices when the SDK stops refusing such a result, so this can go.
+    """
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    opts: CallOptions = {}
+    session._stamp(data, opts)  # private: see the docstring
+    headers = opts.setdefault("headers", {})
+    if MCP_NAME_HEADER not in headers:  # pre-2026 sessions: send_request names the tool the same way
+        headers[MCP_NAME_HEADER] = encode_header_value(request.params.name)
+    timeout = read_timeout_seconds
+    if timeout is None:
+        timeout = session._session_read_timeout_seconds
+    if timeout is not None:
+        opts["timeout"] = timeout
+    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)
 
 
 async def resolve_input_required(

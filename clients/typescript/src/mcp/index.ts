@@ -1,7 +1,7 @@
 /**
  * ReviewHub for agents built on the official MCP TypeScript SDK, a peer dependency: an elicitation handler for the
  * `Client` of `@modelcontextprotocol/sdk` 1.x and of `@modelcontextprotocol/client` 2.x, and 2026-07-28
- * input-required rounds that survive a restart (through 1.x's generic `request()`).
+ * input-required rounds that survive a restart (through either generation's generic `request()`).
  */
 
 export {
@@ -36,6 +36,13 @@ export {
   roundContext,
   withdrawRound,
 } from "./input-required.js";
-export type { InputRequest, InputRequiredOptions, InputResponse, InputRound, PendingRound } from "./input-required.js";
+export type {
+  InputRequest,
+  InputRequiredClient,
+  InputRequiredOptions,
+  InputResponse,
+  InputRound,
+  PendingRound,
+} from "./input-required.js";
 export { JsonFileRoundStore } from "./round-store.js";
 export type { RoundStore } from "./round-store.js";

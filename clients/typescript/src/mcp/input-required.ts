@@ -8,8 +8,8 @@
  * `inputResponses` keyed like the requests, `requestState` echoed byte for byte, a new JSON-RPC id — until the
  * server returns a complete result. More than `maxRounds` (default 5) rounds ends with `InputRoundsExceeded`.
  *
- * The SDK's `Client` does not know this protocol version, so calls go through its generic `request()` and the
- * result is read exactly as sent: recognition follows the spec, not a schema's parse. A result is a round only
+ * Calls go through the SDK `Client`'s generic `request()` (1.x, or 2.x told to leave the rounds to the caller) and
+ * the result is read as sent: recognition follows the spec, not a schema's parse. A result is a round only
  * when `resultType` is `"input_required"` and it has a non-empty `inputRequests` or `requestState`; anything
  * else (no `resultType`, or a half-shaped result) is a normal result, so a server bug cannot make the client loop.
  *
@@ -19,14 +19,21 @@
  * `withdrawRound` gives a round up for good.
  */
 
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult, ClientRequest } from "@modelcontextprotocol/sdk/types.js";
 
 import type { ReviewHubClient } from "../client.js";
 import { ReviewHubError, isRecord } from "../errors.js";
 import { abortReason, sleep } from "../timing.js";
-import { requestBody, waitForOutcome, withdrawQuietly, type ElicitParams, type Logger } from "./elicitation.js";
+import {
+  requestBody,
+  sdkGeneration,
+  waitForOutcome,
+  withdrawQuietly,
+  type ElicitParams,
+  type Logger,
+  type McpClient,
+} from "./elicitation.js";
 import type { RoundStore } from "./round-store.js";
 
 export const DEFAULT_MAX_ROUNDS = 5;
@@ -138,9 +145,20 @@ export interface InputRequiredOptions {
   logger?: Logger;
 }
 
+/** What the driver needs of an SDK `Client`, 1.x (`@modelcontextprotocol/sdk`) or 2.x (`@modelcontextprotocol/client`,
+ * connected with `versionNegotiation` to reach a 2026-07-28 server): both are assignable to it. */
+export interface InputRequiredClient extends McpClient {
+  request(...args: any[]): Promise<unknown>;
+}
+
+/** A Standard Schema that accepts any value as it is: 2.x checks a `request()` result with one. */
+const WIRE_RESULT = {
+  "~standard": { version: 1, vendor: "reviewhub-client", validate: (value: unknown) => ({ value }) },
+} as const;
+
 /** One `tools/call`, its result kept as the wire object. */
 export async function callToolRaw(
-  client: Client,
+  client: InputRequiredClient,
   name: string,
   args: Record<string, unknown> | undefined,
   inputResponses?: Record<string, InputResponse> | null,
@@ -151,8 +169,14 @@ export async function callToolRaw(
   if (args !== undefined) params.arguments = args;
   if (inputResponses) params.inputResponses = inputResponses;
   if (requestState) params.requestState = requestState;
+  if (sdkGeneration(client) === 2) {
+    // 2.x resolves input_required rounds inside request() unless told not to; the rounds are ours to drive.
+    // Its codec still refuses a 2026-07-28 result without resultType before any schema sees it (docs/mcp.md).
+    const result = await client.request({ method: TOOLS_CALL, params }, WIRE_RESULT, { ...options, allowInputRequired: true });
+    return result as Record<string, unknown>;
+  }
   // ResultSchema is a loose object: every field the server sent survives. Loaded here, not imported, so that
-  // `reviewhub-client/mcp` loads in an application on SDK 2.x alone (this driver is 1.x's).
+  // `reviewhub-client/mcp` loads in an application on SDK 2.x alone.
   const { ResultSchema } = await import("@modelcontextprotocol/sdk/types.js");
   const result = await client.request({ method: TOOLS_CALL, params } as ClientRequest, ResultSchema, options);
   return result as Record<string, unknown>;
@@ -160,7 +184,7 @@ export async function callToolRaw(
 
 /** Call a tool, answering every input-required round through ReviewHub, and return its final result. */
 export async function resolveInputRequired(
-  client: Client,
+  client: InputRequiredClient,
   name: string,
   args: Record<string, unknown> | undefined,
   hub: ReviewHubClient,
@@ -176,7 +200,7 @@ export async function resolveInputRequired(
 /** Continue a round another process started (see `findPendingRounds`): wait for its answers, re-issue the call
  * with the stored `requestState`, and carry on until the result is complete. */
 export async function resumeInputRequired(
-  client: Client,
+  client: InputRequiredClient,
   pending: PendingRound,
   hub: ReviewHubClient,
   queue: string,
@@ -264,7 +288,7 @@ function requestOptions(options: InputRequiredOptions): RequestOptions {
 }
 
 async function drive(
-  client: Client,
+  client: InputRequiredClient,
   first: Record<string, unknown>,
   params: PendingRound["params"],
   roundsDone: number,
@@ -304,7 +328,7 @@ async function drive(
 }
 
 function retry(
-  client: Client,
+  client: InputRequiredClient,
   pending: PendingRound,
   responses: Record<string, InputResponse> | null,
   options: InputRequiredOptions,
