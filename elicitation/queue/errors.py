@@ -40,6 +40,11 @@ class AccessDenied(DomainError):
     code = "forbidden"
 
 
+class StepUpRequired(AccessDenied):
+    """An accept that needs a passkey assertion (a rule's `step_up: passkey`) came without a valid one: refused at
+    every door the same way (403), nothing recorded. `fields["step_up"]` says why."""
+
+
 class Gone(DomainError):
     """The thing will never be available again (a retrieved or purged secret)."""
 

@@ -135,6 +135,7 @@ def sign_receipt(
     approvers: list[str],
     rule: str | None,
     at: datetime,
+    step_up: list[dict[str, Any]] | None = None,
 ) -> str:
     """The compact JWS of one decision (claims in docs/approvals.md), signed with the first key."""
     key = signing_keys()[0]
@@ -148,6 +149,8 @@ def sign_receipt(
     }
     if rule is not None:
         claims["rule"] = rule
+    if step_up:
+        claims["stepUp"] = step_up  # each approver's passkey assertion over the digest (docs/approvals.md)
     return jwt.encode(
         claims, key.private_key, algorithm=key.algorithm, headers={"kid": key.kid, "typ": RECEIPT_TYPE}
     )
