@@ -263,6 +263,28 @@ class Draft(models.Model):
         return f"{self.question_id} ({self.state})"
 
 
+class HeldAnswer(models.Model):
+    """A reviewer's answer, validated and waiting out its undo window: at `send_at` the normal respond path
+    commits it (transitions/held_answers.py); until then the reviewer may take it back and the agent knows nothing."""
+
+    request = models.OneToOneField(
+        ElicitationRequest, on_delete=models.CASCADE, primary_key=True, related_name="held_answer"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="held_answers")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    content = models.JSONField(null=True, blank=True)
+    send_at = models.DateTimeField(db_index=True)
+    held_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(action__in=Action.values), name="held_answer_action_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} held until {self.send_at:%H:%M:%S}"
+
+
 class ActorType(models.TextChoices):
     AGENT = "agent"
     REVIEWER = "reviewer"
@@ -383,6 +405,7 @@ class Channel(models.TextChoices):
     EMAIL = "email"
     SLACK = "slack"
     BROWSER = "browser"
+    PUSH = "push", "Web Push"
 
 
 class Audience(models.TextChoices):
@@ -484,6 +507,8 @@ class ReviewerReach(models.Model):
     email_mode = models.CharField(max_length=8, choices=EmailMode.choices, default=EmailMode.EACH)
     # NULL, not "": unlinked reviewers must not collide in the unique constraint.
     slack_user_id = models.CharField(max_length=32, null=True, blank=True, unique=True)
+    # Answers from the request page wait 5 s, with an Undo, before the agent is told (transitions/held_answers.py).
+    answer_undo = models.BooleanField(default=True)
 
     class Meta:
         verbose_name_plural = "reviewer reach preferences"
@@ -625,6 +650,9 @@ class AnswerRule(models.Model):
     priority = models.IntegerField(null=True, blank=True)
     deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
     quorum = models.JSONField(null=True, blank=True)
+    step_up = models.CharField(
+        max_length=16, blank=True, help_text="passkey: each approver signs with a passkey."
+    )
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     remembered_from = models.ForeignKey(
@@ -666,3 +694,74 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reviewer} approved {self.request_id}"
+
+
+class PushSubscription(models.Model):
+    """One browser of one reviewer that accepts Web Push (delivery/web_push.py): the endpoint its push service gave
+    it and the keys the payload is encrypted to (RFC 8291). Deleted when the push service says it is gone."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="push_subscriptions"
+    )
+    endpoint = models.URLField(max_length=1024, unique=True)
+    p256dh = models.CharField(max_length=100)
+    auth = models.CharField(max_length=40)
+    label = models.CharField(max_length=80, blank=True, help_text="The browser, as its user agent names it.")
+    created_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.label or 'browser'} of {self.user}"
+
+
+class PushAction(models.Model):
+    """The Approve / Reject of one push notification: its tokens name this nonce, and the first one used marks it,
+    so a replayed or second token is refused (delivery/push_actions.py)."""
+
+    nonce = models.CharField(max_length=43, unique=True)
+    request = models.ForeignKey(ElicitationRequest, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_for = models.CharField(max_length=8, blank=True)
+
+    def __str__(self) -> str:
+        return f"push action on {self.request_id} for {self.user_id}"
+
+
+class Passkey(models.Model):
+    """A reviewer's WebAuthn credential, registered on the Preferences page; an accept on a request whose rule says
+    `step_up: passkey` is signed with one (queue/step_up.py). `public_key` is the COSE key the authenticator gave."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="passkeys")
+    credential_id = models.BinaryField(max_length=1023, unique=True)
+    public_key = models.BinaryField(max_length=2048)
+    sign_count = models.PositiveBigIntegerField(default=0)
+    name = models.CharField(max_length=80)
+    created_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user", "id"]
+
+    def __str__(self) -> str:
+        return f"passkey {self.name!r} of {self.user}"
+
+
+class StepUpChallenge(models.Model):
+    """One WebAuthn challenge handed out for a passkey ceremony (a step-up on a request, or a registration): its
+    nonce is deleted by the one answer that uses it, so a replayed assertion finds nothing (queue/step_up.py)."""
+
+    nonce = models.CharField(max_length=43, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    request = models.ForeignKey(
+        ElicitationRequest, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    challenge = models.BinaryField(max_length=512)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"step-up challenge for {self.user_id}"

@@ -7,7 +7,8 @@
    channel (NOTICE_BATCH_SIZE at most), one task each, so channels and batches are sent concurrently and a slow
    peer holds up only its own.
 2. `send_notices` sends a batch: each notice is taken by a guarded UPDATE to `sending` with a lease just before
-   it is sent (so two workers never both send it), then the mail or the Slack post, then `sent`. A batch's mails
+   it is sent (so two workers never both send it), then the mail, the Slack post or the Web Push (web_push.py,
+   to each of the reviewer's browsers), then `sent`. A batch's mails
    share one SMTP connection; every post goes through the process's one Slack client. A failure goes back to
    `pending` with a backoff, and `dead` after NOTICE_MAX_ATTEMPTS; the retry sweep sends what is due. A peer that
    did not answer is left alone by the process a while (`PeerWatch`), so it holds threads for one timeout. A notice is
@@ -30,13 +31,14 @@ from typing import Any
 from urllib.error import URLError
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.backends.base import BaseEmailBackend
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from slack_sdk.errors import SlackApiError
 
-from elicitation.delivery import email, routing, slack
+from elicitation.delivery import email, routing, slack, web_push
 from elicitation.models import OPEN_STATUSES, Channel, ElicitationRequest, Notice, NoticeStatus
 from elicitation.queue import clock
 
@@ -51,11 +53,6 @@ def _request(request_id: Any) -> ElicitationRequest | None:
         .filter(pk=request_id)
         .first()
     )
-
-
-def record_notices(request_id: Any, tier: int, now: datetime | None = None) -> list[int]:
-    """Insert this tier's notices of an open request; returns the ids of those to send now."""
-    return [notice_id for batch in record_notice_batches(request_id, tier, now) for notice_id in batch]
 
 
 def record_notice_batches(request_id: Any, tier: int, now: datetime | None = None) -> list[list[int]]:
@@ -207,6 +204,8 @@ def send_notices(notice_ids: Iterable[int]) -> dict[int, float]:
                         assert notice.user is not None  # e-mail notices are always to a reviewer
                         mailer.send(email.arrival_message(request, notice.user.email))
                         changes: dict[str, Any] = {}
+                    elif notice.channel == Channel.PUSH:
+                        changes = web_push.send_notice(notice, request)
                     else:
                         if request.pk not in blocks:
                             blocks[request.pk] = slack.as_dicts(slack.message_blocks(request))
@@ -314,11 +313,6 @@ def _due(now: datetime) -> Q:
     )
 
 
-def due_notice_ids(now: datetime | None = None, limit: int = 500) -> list[int]:
-    due = _due(now or clock.now())
-    return list(Notice.objects.filter(due).order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
-
-
 def due_notice_batches(now: datetime | None = None, limit: int = 500) -> list[list[int]]:
     """What the retry sweep sends: due notices in batches of one channel, as `record_notice_batches` makes them."""
     due = Notice.objects.filter(_due(now or clock.now())).order_by("next_attempt_at")
@@ -393,7 +387,7 @@ def _send_digest(user_id: int, now: datetime) -> int:
     return 1 if still_open else 0
 
 
-def record_browser_notice(request: ElicitationRequest, user: Any) -> bool:
+def record_browser_notice(request: ElicitationRequest, user: User) -> bool:
     """The reviewer's page showed a desktop notification for this request: the browser channel's `sent_at`.
     Returns False when it was recorded before (a second tab)."""
     try:

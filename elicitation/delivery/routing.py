@@ -17,10 +17,20 @@ from datetime import datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db.models import Q
 
-from elicitation.models import Audience, Channel, ElicitationRequest, EmailMode, ReachRule, ReviewerReach
+from elicitation.models import (
+    Audience,
+    Channel,
+    ElicitationRequest,
+    EmailMode,
+    PushSubscription,
+    ReachRule,
+    ReviewerReach,
+)
 
 # The notice tier of "a request you hold or supervise is still unanswered at T2" (no ReachRule has it).
 HOLDER_TIER = 2
@@ -32,7 +42,7 @@ class Recipient:
 
     channel: str
     key: str
-    user: Any = None
+    user: User | None = None
     slack_channel: str = ""
     # Why this recipient is held back ("quiet hours", "digest", "no e-mail address", …), or "" to send now.
     held: str = ""
@@ -73,7 +83,7 @@ def _audience(rule: ReachRule, request: ElicitationRequest) -> list[Any]:
     return list(users.select_related("reach").distinct().order_by("pk"))
 
 
-def _preferences(user: Any) -> ReviewerReach | None:
+def _preferences(user: User) -> ReviewerReach | None:
     try:
         prefs: ReviewerReach = user.reach
     except ReviewerReach.DoesNotExist:
@@ -81,7 +91,7 @@ def _preferences(user: Any) -> ReviewerReach | None:
     return prefs
 
 
-def _held(channel: str, user: Any, now: datetime) -> str:
+def _held(channel: str, user: User, now: datetime) -> str:
     prefs = _preferences(user)
     if channel == Channel.EMAIL:
         if not user.email:
@@ -91,6 +101,10 @@ def _held(channel: str, user: Any, now: datetime) -> str:
             return "e-mail off"
     if channel == Channel.SLACK and not (prefs and prefs.slack_user_id):
         return "no linked Slack account"
+    if channel == Channel.PUSH and not settings.WEB_PUSH_VAPID_PRIVATE_KEY:
+        return "Web Push not set up"
+    if channel == Channel.PUSH and not PushSubscription.objects.filter(user=user).exists():
+        return "no browser subscribed to Web Push"
     if in_quiet_hours(prefs, now):
         return "quiet hours"
     if channel == Channel.EMAIL and prefs and prefs.email_mode == EmailMode.DIGEST:

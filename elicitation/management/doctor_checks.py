@@ -24,7 +24,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.http.request import split_domain_port, validate_host
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from elicitation.delivery import slack
+from elicitation.delivery import slack, web_push
 
 DEV_SECRET_KEY_PREFIX = "dev-only-insecure-"  # reviewhub/settings.py's per-checkout default
 DERIVED_FLOW_KEY_ID = (
@@ -353,6 +353,16 @@ def slack_token() -> list[Finding]:
     return findings
 
 
+def web_push_keys() -> list[Finding]:
+    problem = web_push.key_problem()
+    if not web_push.configured():
+        return [ok("Web Push", "WEB_PUSH_VAPID_PRIVATE_KEY is unset: reviewers are not reached by Web Push.")]
+    if problem:
+        fix = "Run `manage.py generate_vapid_keys` and set what it prints."
+        return [warning("Web Push", problem + ".", fix)]
+    return [ok("Web Push", "The VAPID key pair and contact are set.")]
+
+
 def oauth_metadata() -> list[Finding]:
     """ReviewHub at PUBLIC_URL, as an MCP host finds it: its OAuth metadata must name PUBLIC_URL as the issuer."""
     url = settings.PUBLIC_URL + "/.well-known/oauth-authorization-server"
@@ -400,6 +410,7 @@ CHECKS: dict[str, Check] = {
     "redis": redis_server,
     "email": smtp_server,
     "slack": slack_token,
+    "web-push": web_push_keys,
     "server": oauth_metadata,
 }
 

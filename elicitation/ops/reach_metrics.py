@@ -35,12 +35,18 @@ STAGES: tuple[str, ...] = (
     "notified:" + Channel.EMAIL,
     "notified:" + Channel.SLACK,
     "notified:" + Channel.BROWSER,
+    "notified:" + Channel.PUSH,
     "viewed",
     "claimed",
     "answered",
 )
 # The chart's row labels are narrow: "payments e-mail" rather than "payments notified:email".
-SHORT_LABELS = {"notified:email": "e-mail", "notified:slack": "Slack", "notified:browser": "browser"}
+SHORT_LABELS = {
+    "notified:email": "e-mail",
+    "notified:slack": "Slack",
+    "notified:browser": "browser",
+    "notified:push": "Web Push",
+}
 MAX_SAMPLE = 5000
 EXPORT_WINDOW = timedelta(days=1)
 
@@ -112,7 +118,7 @@ def time_to_human(queues: Iterable[Queue], start: datetime, end: datetime) -> di
     samples: dict[FiguresKey, list[float]] = defaultdict(list)
     for r in requests:
         arrived = r["created_at"]
-        moments = {stage: firsts.get((r["pk"], stage.split(":", 1)[1])) for stage in STAGES[:3]}
+        moments = {stage: firsts.get((r["pk"], stage.split(":", 1)[1])) for stage in STAGES[:4]}
         moments["viewed"] = viewed.get(r["pk"])
         moments["claimed"] = r["first_claimed_at"]
         moments["answered"] = r["closed_at"] if r["status"] == Status.COMPLETED else None

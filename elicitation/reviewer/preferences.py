@@ -19,16 +19,18 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 from slack_sdk.errors import SlackApiError
 
-from elicitation.delivery import routing, slack
-from elicitation.models import EmailMode, ReviewerReach
+from elicitation.delivery import routing, slack, web_push
+from elicitation.models import EmailMode, Passkey, ReviewerReach
 from elicitation.queue import clock
 from elicitation.reviewer.errors import domain_errors_as_pages
+from elicitation.reviewer.signed_in import SignedInRequest
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,11 @@ class ReachPreferencesForm(forms.Form):
     email_mode = forms.ChoiceField(
         choices=EmailMode.choices, widget=forms.RadioSelect, label="E-mail about new requests"
     )
+    answer_undo = forms.BooleanField(
+        required=False,
+        label="Hold my answers 5 seconds, with an Undo, before the agent is told",
+        help_text="The next request opens at once either way; without it the agent is told as you send.",
+    )
 
     def clean_time_zone(self) -> str:
         name = str(self.cleaned_data["time_zone"]).strip()
@@ -105,23 +112,25 @@ class SlackLinkForm(forms.Form):
         return value
 
 
-def own_preferences(user: Any) -> ReviewerReach:
+def own_preferences(user: User) -> ReviewerReach:
     """The user's saved row, or an unsaved one with the model's defaults (GET writes nothing)."""
     found = ReviewerReach.objects.filter(user=user).first()
     return found if found is not None else ReviewerReach(user=user)
 
 
-def save_preferences(user: Any, data: dict[str, Any]) -> ReviewerReach:
-    fields = {name: data[name] for name in ("time_zone", "quiet_start", "quiet_end", "email_mode")}
+def save_preferences(user: User, data: dict[str, Any]) -> ReviewerReach:
+    fields = {
+        name: data[name] for name in ("time_zone", "quiet_start", "quiet_end", "email_mode", "answer_undo")
+    }
     prefs, _ = ReviewerReach.objects.update_or_create(user=user, defaults=fields)
     return prefs
 
 
-def slack_linking_available(user: Any) -> bool:
+def slack_linking_available(user: User) -> bool:
     return bool(settings.SLACK_BOT_TOKEN) and bool(user.email)
 
 
-def slack_problem(user: Any, member_id: str) -> str:
+def slack_problem(user: User, member_id: str) -> str:
     """Why `member_id` may not be linked to `user`, or "" when Slack vouches that it is theirs."""
     try:
         info = slack.client().users_info(user=member_id)
@@ -148,11 +157,11 @@ def slack_problem(user: Any, member_id: str) -> str:
     return ""
 
 
-def linked_to_someone_else(user: Any, member_id: str) -> bool:
+def linked_to_someone_else(user: User, member_id: str) -> bool:
     return ReviewerReach.objects.filter(slack_user_id=member_id).exclude(user=user).exists()
 
 
-def link_slack(user: Any, member_id: str) -> str:
+def link_slack(user: User, member_id: str) -> str:
     """Link the member to the user; "" on success, else why not (already someone else's)."""
     if linked_to_someone_else(user, member_id):
         return "This Slack member is already linked to another reviewer."
@@ -164,12 +173,12 @@ def link_slack(user: Any, member_id: str) -> str:
     return ""
 
 
-def unlink_slack(user: Any) -> None:
+def unlink_slack(user: User) -> None:
     ReviewerReach.objects.filter(user=user).update(slack_user_id=None)
 
 
 def _page(
-    request: HttpRequest,
+    request: SignedInRequest,
     prefs: ReviewerReach,
     form: ReachPreferencesForm | None = None,
     slack_form: SlackLinkForm | None = None,
@@ -182,6 +191,7 @@ def _page(
                 "quiet_start": prefs.quiet_start,
                 "quiet_end": prefs.quiet_end,
                 "email_mode": prefs.email_mode,
+                "answer_undo": prefs.answer_undo,
             }
         )
     now = clock.now()
@@ -198,6 +208,8 @@ def _page(
         "quiet_now": routing.in_quiet_hours(prefs, now),
         "slack_configured": bool(settings.SLACK_BOT_TOKEN),
         "slack_linkable": slack_linking_available(request.user),
+        "push": web_push.page_context(request.user),
+        "passkeys": Passkey.objects.filter(user=request.user),
         "sections": {
             "preferences": SECTION_PREFERENCES,
             "link": SECTION_SLACK_LINK,
@@ -210,7 +222,7 @@ def _page(
 @login_required
 @domain_errors_as_pages
 @require_http_methods(["GET", "POST"])
-def preferences_page(request: HttpRequest) -> HttpResponse:
+def preferences_page(request: SignedInRequest) -> HttpResponse:
     """GET shows the signed-in reviewer's preferences; POST saves one section of them (never anyone else's)."""
     user = request.user
     prefs = own_preferences(user)

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, path
 
-from elicitation.reviewer import decisions, notifications, preferences, views
+from elicitation.reviewer import decisions, notifications, passkeys, preferences, push_views, undo, views
 
 urlpatterns: list[URLPattern] = [
     path("", views.dashboard, name="dashboard"),
@@ -16,6 +16,7 @@ urlpatterns: list[URLPattern] = [
     path("queues/<slug:slug>/rows/<uuid:request_id>", views.queue_row, name="queue-row"),
     path("requests/<uuid:request_id>/", views.request_page, name="request"),
     path("requests/<uuid:request_id>/leave", views.leave_request, name="request-leave"),
+    path("requests/<uuid:request_id>/undo", undo.undo_answer, name="request-undo"),
     path("requests/<uuid:request_id>/decision", decisions.decision_json, name="request-decision"),
     path("requests/<uuid:request_id>/remember", decisions.remember_page, name="request-remember"),
     path("queues/<slug:slug>/remembered", decisions.remembered_list, name="remembered"),
@@ -25,6 +26,15 @@ urlpatterns: list[URLPattern] = [
         name="remembered-revoke",
     ),
     path("preferences/", preferences.preferences_page, name="preferences"),
+    path("requests/<uuid:request_id>/step-up", passkeys.step_up_options, name="request-step-up"),
+    path("passkeys/options", passkeys.registration_options, name="passkey-options"),
+    path("passkeys/register", passkeys.register, name="passkey-register"),
+    path("passkeys/<int:passkey_id>/remove", passkeys.remove, name="passkey-remove"),
+    path("service-worker.js", push_views.service_worker, name="service-worker"),
+    path("push/subscriptions", push_views.subscriptions, name="push-subscriptions"),
+    path("push/subscriptions/remove", push_views.unsubscribe, name="push-unsubscribe-endpoint"),
+    path("push/subscriptions/<int:subscription_id>/remove", push_views.unsubscribe, name="push-unsubscribe"),
+    path("requests/<uuid:request_id>/push-answer", push_views.answer, name="push-answer"),
     path("reach/waiting", notifications.waiting, name="reach-waiting"),
     path("reach/shown/<uuid:request_id>", notifications.shown, name="reach-shown"),
 ]

@@ -239,6 +239,13 @@ HTTP_ROWS = [
     ),
     Row("request-decision", "GET", lambda w: f"/requests/{rid(w)}/decision", PAGE),
     Row(
+        "request-undo",
+        "POST",
+        lambda w: f"/requests/{rid(w)}/undo",
+        (LOGIN, LOGIN, LOGIN, REDIRECT, 403, REDIRECT, REDIRECT),
+        note="with nothing held, a reviewer of the queue is told so on the request's page",
+    ),
+    Row(
         "request-remember",
         "GET",
         lambda w: f"/requests/{rid(w)}/remember",
@@ -290,6 +297,34 @@ HTTP_ROWS = [
     # Everyone signed in has preferences of their own (only theirs); a form post without fields is refused.
     Row("preferences", "GET", lambda w: "/preferences/", (LOGIN, LOGIN, LOGIN, 200, 200, 200, 200)),
     Row("preferences", "POST", lambda w: "/preferences/", (LOGIN, LOGIN, LOGIN, 400, 400, 400, 400)),
+    # Web Push: the service worker is public; subscriptions are each reviewer's own (503 without VAPID keys, as
+    # here); an action's token is its credential, so no session or key answers without one.
+    Row("service-worker", "GET", lambda w: "/service-worker.js", (200,) * 7),
+    Row("push-subscriptions", "GET", lambda w: "/push/subscriptions", (LOGIN,) * 3 + (200,) * 4),
+    Row("push-subscriptions", "POST", lambda w: "/push/subscriptions", (LOGIN,) * 3 + (503,) * 4),
+    Row(
+        "push-unsubscribe-endpoint",
+        "POST",
+        lambda w: "/push/subscriptions/remove",
+        (LOGIN, LOGIN, LOGIN, 404, 404, 404, 404),
+    ),
+    Row(
+        "push-unsubscribe",
+        "POST",
+        lambda w: "/push/subscriptions/1/remove",
+        (LOGIN, LOGIN, LOGIN, REDIRECT, REDIRECT, REDIRECT, REDIRECT),
+    ),
+    Row("push-answer", "POST", lambda w: f"/requests/{rid(w)}/push-answer", (403,) * 7),
+    # Passkeys: each reviewer's own; a step-up challenge only for a request they review (this one needs none: 400).
+    Row("passkey-options", "POST", lambda w: "/passkeys/options", (LOGIN,) * 3 + (200,) * 4),
+    Row("passkey-register", "POST", lambda w: "/passkeys/register", (LOGIN,) * 3 + (400,) * 4),
+    Row("passkey-remove", "POST", lambda w: "/passkeys/1/remove", (LOGIN,) * 3 + (REDIRECT,) * 4),
+    Row(
+        "request-step-up",
+        "POST",
+        lambda w: f"/requests/{rid(w)}/step-up",
+        (LOGIN, LOGIN, LOGIN, 400, 403, 400, 400),
+    ),
     # Slack signs its interactions; no session or key opens this door, and without a signing secret it is absent.
     Row("api-slack-interactions", "POST", lambda w: "/api/v1/slack/interactions", (404,) * 7),
     Row("queue-row", "GET", lambda w: f"/queues/payments/rows/{rid(w)}", PAGE),
