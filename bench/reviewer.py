@@ -1,10 +1,14 @@
 """#7 Reviewer workspace: a keyboard-only reviewer in Chromium clears pending yes/no approvals, and history search
 at 100,000 requests vs 1,000.
 
-The loop: the reviewer opens the queue page and presses `n`; on each request `y` (Yes) then `a` (Accept); the next
-request opens by itself, claimed. Reported: keystrokes per answer (target ≤ 3), seconds from pressing `a` to the
-next request ready for input (its Yes/No enabled and held by the reviewer; p50, p95), and that every result
-reached the agent as `{"action": "accept", "content": {"approve": true}}`.
+The loop: the reviewer opens the queue page and presses `n`; on each request `y` (Approve); the next request opens
+by itself, claimed. Reported: keystrokes per answer (target ≤ 2), seconds from pressing `y` to the next request
+ready for input (its Approve button enabled and held by the reviewer; p50, p95), with the 5-second undo window on
+(ANSWER_UNDO_SECONDS, the default: the answer is held, the reviewer does not wait for it), and that every result
+reached the agent as `{"action": "accept", "content": {"approve": true}}` once its window closed. The bench starts
+no Celery worker, so it sends the held answers itself with the sweep the beat schedule runs (`send_due_answers`).
+Then a three-field form by keyboard (keys besides the characters typed, target ≤ 5) and a yes/no on a 390x844
+touch phone (taps, target ≤ 2).
 
 History: two queues of 1,000 and 100,000 requests (one INSERT ... SELECT each, every message made distinct), one
 reviewer per queue; `/history/?q=<word>` for a word in a single row, alternated between the two. On PostgreSQL a
@@ -17,6 +21,7 @@ The loop's answer is rendered inline: its POST answers, claims the next request 
 """
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -24,6 +29,8 @@ from django.db import connection
 
 from bench import fixtures
 from bench.harness import Context, Figure, Report, Server, percentile
+from elicitation.models import HeldAnswer, ReviewerReach
+from elicitation.queue import transitions
 
 NAME = "reviewer"
 TITLE = "Reviewer workspace: keyboard loop and history search"
@@ -31,7 +38,18 @@ PREFIX = "bench-reviewer"
 CHROMIUM = "/usr/bin/chromium"
 APPROVALS = 50
 SMALL, LARGE = 1_000, 100_000
-KEYS_TARGET, READY_P95_TARGET_MS = 3, 300.0
+KEYS_TARGET, READY_P95_TARGET_MS = 2, 300.0
+FORM_KEYS_TARGET, PHONE_TAPS_TARGET = 5, 2
+UNDO_SECONDS = 5
+THREE_FIELDS = {
+    "type": "object",
+    "properties": {
+        "ticket": {"type": "string", "title": "Ticket"},
+        "rows": {"type": "integer", "title": "Rows to keep"},
+        "contact": {"type": "string", "format": "email", "title": "Contact"},
+    },
+    "required": ["ticket", "rows", "contact"],
+}
 SEARCH_P95_TARGET_MS, RATIO_TARGET = 100.0, 1.5
 SERVER_START_SECONDS = 120.0
 UNBOUND_RATES = {"AGENT_RATE": "100000000/min", "REVIEWER_RATE": "100000000/min"}
@@ -41,11 +59,20 @@ def run(ctx: Context) -> Report:
     report = Report(NAME, TITLE)
     fixtures.purge(PREFIX)
     try:
-        server = Server("daphne", env={**UNBOUND_RATES, "PERIODIC_SWEEPS_IN_PROCESS": "false"})
+        server = Server(
+            "daphne",
+            env={
+                **UNBOUND_RATES,
+                "PERIODIC_SWEEPS_IN_PROCESS": "false",
+                "ANSWER_UNDO_SECONDS": str(UNDO_SECONDS),
+            },
+        )
         # A shared, loaded machine can take longer than the harness's default to import Django.
         server.start(timeout=SERVER_START_SECONDS)
         try:
             keyboard_loop(ctx, report, server, 10 if ctx.quick else APPROVALS)
+            fixtures.purge(PREFIX)
+            form_and_phone(ctx, report, server)
             fixtures.purge(PREFIX)
             history_search(ctx, report, server, 20_000 if ctx.quick else LARGE, 20 if ctx.quick else 60)
         finally:
@@ -55,12 +82,24 @@ def run(ctx: Context) -> Report:
     return report
 
 
-def keyboard_loop(ctx: Context, report: Report, server: Server, count: int) -> None:
+@dataclass
+class Loop:
+    keys: int
+    ready_seconds: list[float]
+    phases: list[dict[str, float]]
+    correct: int
+
+
+def clear_by_keyboard(ctx: Context, server: Server, count: int, *, undo: bool) -> Loop:
+    """One reviewer clears `count` approvals by keyboard, with the undo window on or (their preference) off."""
     from playwright.sync_api import sync_playwright
 
-    queue = fixtures.create_queue(f"{PREFIX}-loop")
-    agent = fixtures.create_agents(PREFIX, 1, queue)[0]
-    reviewer = fixtures.create_reviewers(PREFIX, 1, queue)[0]
+    name = f"{PREFIX}-{'undo' if undo else 'now'}"
+    queue = fixtures.create_queue(f"{name}-loop")
+    agent = fixtures.create_agents(name, 1, queue)[0]
+    reviewer = fixtures.create_reviewers(name, 1, queue)[0]
+    if not undo:
+        ReviewerReach.objects.create(user_id=reviewer.id, answer_undo=False)
     cookie = fixtures.login_session(reviewer.id)
     headers = {"Authorization": f"Bearer {agent.key}"}
     ctx.progress.start(f"posting {count} yes/no approvals")
@@ -91,45 +130,61 @@ def keyboard_loop(ctx: Context, report: Report, server: Server, count: int) -> N
         wait_ready(page, "")
         for _ in range(count):
             answered = page.get_attribute("#request-page", "data-request-id") or ""
-            page.keyboard.press("y")
             started = time.perf_counter()
-            page.keyboard.press("a")
-            keys += 2
+            page.keyboard.press("y")
+            keys += 1
             if not wait_ready(page, answered):
                 break
             ready_seconds.append(time.perf_counter() - started)
             phases.append(page.evaluate(PHASES_JS))
         browser.close()
     correct = 0
+    send_held_answers(UNDO_SECONDS + 2)
     with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
         for request_id in ids:
-            result = client.get(f"/api/v1/requests/{request_id}").json().get("result")
-            correct += result == {"action": "accept", "content": {"approve": True}}
-    per_answer = keys / count
-    p50 = percentile(ready_seconds, 50) * 1000 if ready_seconds else float("nan")
-    p95 = percentile(ready_seconds, 95) * 1000 if ready_seconds else float("nan")
+            result = client.get(f"/api/v1/requests/{request_id}").json().get("result") or {}
+            correct += without_meta(result) == {"action": "accept", "content": {"approve": True}}
+    return Loop(keys, ready_seconds, phases, correct)
+
+
+def keyboard_loop(ctx: Context, report: Report, server: Server, count: int) -> None:
+    """The loop twice under the same load: answers sent at once (the reviewer's preference off), then held through
+    the undo window (the default), whose p95 is held to the target with the first as its baseline."""
+    now = clear_by_keyboard(ctx, server, count, undo=False)
+    held = clear_by_keyboard(ctx, server, count, undo=True)
+    per_answer = held.keys / count
+    p50 = percentile(held.ready_seconds, 50) * 1000 if held.ready_seconds else float("nan")
+    p95 = percentile(held.ready_seconds, 95) * 1000 if held.ready_seconds else float("nan")
+    p95_now = percentile(now.ready_seconds, 95) * 1000 if now.ready_seconds else float("nan")
     report.add(
         Figure(
-            "keystrokes per yes/no answer (n once, then y a)",
+            "keystrokes per yes/no answer (n once, then y)",
             per_answer,
             "keys",
             f"≤ {KEYS_TARGET}",
             per_answer <= KEYS_TARGET,
         ),
-        Figure("answer sent → next request ready p50", p50, "ms", "-", None),
+        Figure("answer sent → next request ready p50, undo on", p50, "ms", "-", None),
         *(
-            Figure(f"of which {label} p50", phase_p50(phases, key), "ms", "-", None)
+            Figure(f"of which {label} p50", phase_p50(held.phases, key), "ms", "-", None)
             for key, label in PHASE_LABELS
         ),
         Figure(
-            f"answer sent → next request ready p95 ({connection.vendor})",
+            f"answer sent → next request ready p95, undo on ({connection.vendor})",
             p95,
             "ms",
             f"≤ {READY_P95_TARGET_MS:.0f} ms",
             p95 <= READY_P95_TARGET_MS,
+            p95_now,
+            "same, undo off",
+            p95 / p95_now if p95_now else None,
         ),
         Figure(
-            "results that reached the agent correctly", correct, f"of {count}", f"{count}", correct == count
+            "results that reached the agent correctly",
+            held.correct + now.correct,
+            f"of {2 * count}",
+            f"{2 * count}",
+            held.correct + now.correct == 2 * count,
         ),
     )
 
@@ -162,12 +217,104 @@ def wait_ready(page: Any, answered: str) -> bool:
     page.wait_for_function(
         """answered => {
           const next = document.querySelector('#request-page[data-mine=true]');
-          if (next && next.dataset.requestId !== answered) return next.querySelector('input[value=true]:not([disabled])');
+          if (next && next.dataset.requestId !== answered)
+            return next.querySelector('[data-decide=approve]:not([disabled]), input:not([disabled])');
           return location.pathname.startsWith('/queues/');
         }""",
         arg=answered,
     )
     return "/requests/" in page.url
+
+
+def without_meta(result: dict[str, Any]) -> dict[str, Any]:
+    """The person's answer in the agent's result, without `_meta` (receipts, decisions)."""
+    return {key: value for key, value in result.items() if key != "_meta"}
+
+
+def send_held_answers(within: float) -> None:
+    """What the beat schedule's sweep does in the services deployment (this bench starts no Celery worker)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and HeldAnswer.objects.exists():
+        transitions.send_due_answers()
+        time.sleep(0.2)
+    transitions.send_due_answers()
+
+
+def form_and_phone(ctx: Context, report: Report, server: Server) -> None:
+    """A three-field form by keyboard (keys besides the characters typed), then a yes/no on a touch phone (taps)."""
+    from playwright.sync_api import sync_playwright
+
+    queue = fixtures.create_queue(f"{PREFIX}-form")
+    agent = fixtures.create_agents(f"{PREFIX}-f", 1, queue)[0]
+    reviewer = fixtures.create_reviewers(f"{PREFIX}-f", 1, queue)[0]
+    cookie = fixtures.login_session(reviewer.id)
+    headers = {"Authorization": f"Bearer {agent.key}"}
+    ctx.progress.start("a three-field form by keyboard, a yes/no by touch")
+    with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
+        form = client.post(
+            "/api/v1/requests",
+            json={
+                **fixtures.CREATE_BODY,
+                "queue": queue.slug,
+                "requestedSchema": THREE_FIELDS,
+                "priority": 5,
+            },
+        ).json()["id"]
+        yes_no = client.post("/api/v1/requests", json={**fixtures.CREATE_BODY, "queue": queue.slug}).json()[
+            "id"
+        ]
+    keys = taps = 0
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        cookies = [{"name": "sessionid", "value": cookie, "url": server.base_url}]
+        context = browser.new_context(base_url=server.base_url, viewport={"width": 1440, "height": 900})
+        context.add_cookies(cookies)
+        page = context.new_page()
+        page.goto(f"/queues/{queue.slug}/")
+        page.wait_for_selector("body[data-live=on]")
+        page.keyboard.press("n")  # opening it is the loop's key, not the form's
+        page.wait_for_selector("#id_answer-ticket:focus")
+        for text, key in (("T-1", "Tab"), ("40", "Tab"), ("ops@example.com", "Control+Enter")):
+            page.keyboard.type(text)
+            page.keyboard.press(key)
+            keys += 1
+        page.wait_for_url(lambda url: form not in url)
+        context.close()
+        phone = browser.new_context(
+            base_url=server.base_url, viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True
+        )
+        phone.add_cookies(cookies)
+        page = phone.new_page()
+        page.goto(f"/requests/{yes_no}/")
+        page.locator("#approve-button").tap()
+        taps += 1
+        page.wait_for_url(lambda url: yes_no not in url)
+        browser.close()
+    send_held_answers(UNDO_SECONDS + 2)
+    with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
+        form_result = client.get(f"/api/v1/requests/{form}").json().get("result") or {}
+        phone_result = client.get(f"/api/v1/requests/{yes_no}").json().get("result") or {}
+    form_ok = without_meta(form_result) == {
+        "action": "accept",
+        "content": {"ticket": "T-1", "rows": 40, "contact": "ops@example.com"},
+    }
+    phone_ok = without_meta(phone_result) == {"action": "accept", "content": {"approve": True}}
+    report.add(
+        Figure(
+            "keys for a three-field form besides the characters typed (Tab, Tab, Ctrl+Enter)",
+            keys,
+            "keys",
+            f"≤ {FORM_KEYS_TARGET}",
+            keys <= FORM_KEYS_TARGET and form_ok,
+        ),
+        Figure(
+            "taps for a yes/no on a 390x844 phone (Approve on the first screen)",
+            taps,
+            "taps",
+            f"≤ {PHONE_TAPS_TARGET}",
+            taps <= PHONE_TAPS_TARGET and phone_ok,
+        ),
+    )
 
 
 def history_search(ctx: Context, report: Report, server: Server, large: int, rounds: int) -> None:

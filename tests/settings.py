@@ -4,6 +4,8 @@ PBKDF2 at Django's million iterations costs ~0.3 s per reviewer made or signed i
 the servers the tests start inherit DJANGO_SETTINGS_MODULE, so they check the same cheap hashes.
 """
 
+import os
+
 from reviewhub.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = [
@@ -17,3 +19,7 @@ PASSWORD_HASHERS = [
 # connections still bound it with the live servers a test starts (each pool grows only on demand).
 if "pool" in DATABASES["default"].get("OPTIONS", {}):  # noqa: F405
     DATABASES["default"]["OPTIONS"]["pool"]["max_size"] = 60  # noqa: F405
+
+# Answers from the request page go out at once in tests, unless a test's server asks for the undo window
+# (tests/browser/test_undo.py starts one with ANSWER_UNDO_SECONDS=5; page tests override the setting).
+ANSWER_UNDO_SECONDS = int(os.environ.get("ANSWER_UNDO_SECONDS", "0"))

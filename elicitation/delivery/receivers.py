@@ -4,7 +4,7 @@ from typing import Any
 
 from django.db import transaction
 
-from elicitation.delivery import pushes, reach_receivers, tasks, webhooks
+from elicitation.delivery import held_answers, pushes, reach_receivers, tasks, webhooks
 from elicitation.models import AgentEvent
 from elicitation.queue import signals
 
@@ -25,6 +25,8 @@ def connect() -> None:
     signals.agent_event_recorded.connect(pushes.on_agent_event_recorded, dispatch_uid="delivery.agent_push")
     signals.agent_event_recorded.connect(schedule_webhook, dispatch_uid="delivery.webhook")
     signals.agent_key_changed.connect(pushes.on_agent_key_changed, dispatch_uid="delivery.agent_key_changed")
+    # An answer in its undo window is sent when the window closes.
+    signals.answer_held.connect(held_answers.on_answer_held, dispatch_uid="delivery.answer_held")
     # Reach: Slack and e-mail on arrival and escalation steps; Slack messages rewritten when a request closes.
     signals.request_created.connect(reach_receivers.on_request_created, dispatch_uid="reach.request_created")
     signals.request_changed.connect(reach_receivers.on_request_changed, dispatch_uid="reach.request_changed")

@@ -21,3 +21,5 @@ agent_key_changed = Signal()
 # request: the open request; step: 1 (unclaimed at T1: tell the queue's next tier) or 2 (still unanswered at T2 but
 # held by a reviewer, policy `notify`: tell the holder and the queue's supervisors). Reach's listeners notify.
 escalation_step_taken = Signal()
+# held: a HeldAnswer just written (transitions/held_answers.py); its listener sends it at `held.send_at`.
+answer_held = Signal()

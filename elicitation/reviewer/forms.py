@@ -109,6 +109,8 @@ def _limits_text(question: schemas.Question) -> str:
     else:
         assert high is not None
         span = f"at most {_number_text(high)}"
+    if unit and span.rsplit(" ", 1)[-1] == "1":
+        unit = unit[:-1]  # "at least 1 choice", "at most 1 character"
     if question.kind == "multi-select":
         return f"Choose {span} {unit}".rstrip() + "."
     if question.kind == "text":

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -20,16 +21,18 @@ from elicitation.models import (
     Draft,
     DraftState,
     ElicitationRequest,
+    HeldAnswer,
     Mode,
     Queue,
     ReviewerReach,
     Status,
 )
 from elicitation.queue import access, audit, clock, quorum, selectors, transitions
-from elicitation.queue.errors import InvalidInput, InvalidTransition
-from elicitation.reviewer import forms, presenters
+from elicitation.queue.errors import InvalidInput, InvalidTransition, StepUpRequired
+from elicitation.reviewer import decision_card, forms, passkeys, presenters, undo
 from elicitation.reviewer.errors import domain_errors_as_pages
 from elicitation.reviewer.rate_budget import within_reviewer_rate
+from elicitation.reviewer.signed_in import SignedInRequest
 
 PAGE_SIZE = 50
 # The split view's list beside the request (wide screens): enough to see what comes next, cheap to render.
@@ -47,7 +50,7 @@ STATUS_FILTERS: dict[str, tuple[str, ...]] = {
 @within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: SignedInRequest) -> HttpResponse:
     summaries = selectors.queue_summaries(request.user)
     return render(request, "review/dashboard.html", {"summaries": summaries, "now": clock.now()})
 
@@ -146,7 +149,7 @@ def _page_url(filters: dict[str, str], key: str, cursor: selectors.QueueCursor |
 @within_reviewer_rate
 @domain_errors_as_pages
 @require_POST
-def claim_next(request: HttpRequest, slug: str) -> HttpResponse:
+def claim_next(request: SignedInRequest, slug: str) -> HttpResponse:
     queue = access.reviewable_queue(request.user, slug)
     try:
         claimed = transitions.claim_next(queue, user=request.user, resume_held=True)
@@ -162,7 +165,7 @@ def claim_next(request: HttpRequest, slug: str) -> HttpResponse:
 # --- the request page ----------------------------------------------------------------------------------------------
 
 
-def _ensure_claim(found: ElicitationRequest, user: Any) -> ElicitationRequest:
+def _ensure_claim(found: ElicitationRequest, user: User) -> ElicitationRequest:
     """Before answering: a preview (or a lapsed claim nobody else took) is claimed first, so answering from the
     preview, or as a slow no-JS reviewer, loses nothing."""
     if presenters.holds(found, user):
@@ -207,8 +210,15 @@ def _describe_errors(form: forms.AnswerForm) -> list[dict[str, str]]:
     return summary
 
 
+def approval_buttons(found: ElicitationRequest) -> Any:
+    """The yes/no question of an approval shown as Approve / Reject buttons: one that must be chosen explicitly
+    (a defaulted or optional yes/no stays a checkbox)."""
+    approval = presenters.approval_question(found.questions) if found.mode == Mode.FORM else None
+    return approval if approval is not None and forms.needs_explicit_choice(approval) else None
+
+
 def render_request_page(
-    request: HttpRequest,
+    request: SignedInRequest,
     found: ElicitationRequest,
     *,
     form: forms.AnswerForm | None = None,
@@ -252,7 +262,8 @@ def render_request_page(
         "result": result,
         "trail": presenters.trail_rows(selectors.request_trail(found)) if not found.is_open else [],
         "who": presenters.context_view(found.context),
-        "approval": presenters.approval_question(found.questions) if found.mode == Mode.FORM else None,
+        "card": decision_card.card(found),
+        "approval": approval_buttons(found),
         "url": presenters.url_view(found.url) if found.mode == Mode.URL else None,
         "can_supervise": access.can_supervise(request.user, found.queue),
         "now": now,
@@ -268,7 +279,7 @@ def render_request_page(
 @within_reviewer_rate
 @domain_errors_as_pages
 @require_http_methods(["GET", "POST"])
-def request_page(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def request_page(request: SignedInRequest, request_id: UUID) -> HttpResponse:
     found = access.reviewable_request(request.user, request_id)
     if request.method == "POST":
         return answer_request(request, found)
@@ -278,16 +289,24 @@ def request_page(request: HttpRequest, request_id: UUID) -> HttpResponse:
     return render_request_page(request, found)
 
 
-def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpResponse:
+def answer_request(request: SignedInRequest, found: ElicitationRequest) -> HttpResponse:
     """One POST endpoint for every button, so the page needs no JavaScript: accept, decline, cancel, release,
     claim and take-over."""
     action = request.POST.get("action", "")
     user = request.user
     skipped = set(request.POST.getlist("skip"))
+    posted: QueryDict = request.POST
+    approval = approval_buttons(found)
+    decide = request.POST.get("decide")
+    if approval is not None and decide in ("approve", "reject") and not action:
+        # An approval's Approve / Reject buttons: accept, with the yes/no question answered by the click.
+        posted = request.POST.copy()
+        posted[f"{ANSWER_PREFIX}-{approval.id}"] = "true" if decide == "approve" else "false"
+        action = Action.ACCEPT
     form: forms.AnswerForm | None = None
     if found.mode == Mode.FORM:
         form = forms.build_answer_form(
-            found.questions, data=posted_answers(request.POST, skipped), prefix=ANSWER_PREFIX
+            found.questions, data=posted_answers(posted, skipped), prefix=ANSWER_PREFIX
         )
     try:
         if action == "takeover":
@@ -304,7 +323,9 @@ def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpRespo
             return redirect("queue", slug=found.queue.slug)
         # A quorum's later approvers approve the proposed answer (review/_quorum.html), or veto without a claim.
         if action == "approve":
-            approved = transitions.respond(found.pk, user=user, action=Action.ACCEPT)
+            approved = transitions.respond(
+                found.pk, user=user, action=Action.ACCEPT, assertion=passkeys.posted_assertion(request)
+            )
             progress = quorum.progress(approved.policy) or {}
             messages.success(request, f"Approved: {progress.get('text', 'done')}.")
             return redirect("request", request_id=found.pk)
@@ -313,8 +334,10 @@ def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpRespo
             return _answered(request, found, action)
         if action in (Action.DECLINE, Action.CANCEL):
             found = _ensure_claim(found, user)
-            transitions.respond(found.pk, user=user, action=action)
-            return _answered(request, found, action)
+            held = undo.hold_if_wanted(found, user, action)
+            if held is None:
+                transitions.respond(found.pk, user=user, action=action)
+            return _answered(request, found, action, held=held is not None)
         if action == Action.ACCEPT:
             content: dict[str, Any] | None = None
             if form is not None:
@@ -329,7 +352,15 @@ def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpRespo
                     )
                 content = forms.form_content(form)
             found = _ensure_claim(found, user)
-            answered = transitions.respond(found.pk, user=user, action=Action.ACCEPT, content=content)
+            if undo.hold_if_wanted(found, user, Action.ACCEPT, content) is not None:
+                return _answered(request, found, Action.ACCEPT, held=True)
+            answered = transitions.respond(
+                found.pk,
+                user=user,
+                action=Action.ACCEPT,
+                content=content,
+                assertion=passkeys.posted_assertion(request),
+            )
             if answered.is_open:  # the first approval of a quorum: the decision waits for the others
                 progress = quorum.progress(answered.policy) or {}
                 messages.success(
@@ -342,6 +373,9 @@ def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpRespo
             form.is_valid()
             forms.apply_answer_errors(form, exc.fields)
         return render_request_page(request, found, form=form, skipped=skipped, error=exc.detail, status=400)
+    except StepUpRequired as exc:
+        # The form stays as typed: the reviewer signs again with their passkey, nothing was recorded.
+        return render_request_page(request, found, form=form, skipped=skipped, error=exc.detail, status=403)
     except InvalidTransition as exc:
         fresh = access.reviewable_request(user, found.pk)
         return render_request_page(
@@ -355,7 +389,7 @@ def answer_request(request: HttpRequest, found: ElicitationRequest) -> HttpRespo
     return HttpResponse("Unknown action.", status=400, content_type="text/plain")
 
 
-def _conflict_text(found: ElicitationRequest, user: Any, exc: InvalidTransition, *, answering: bool) -> str:
+def _conflict_text(found: ElicitationRequest, user: User, exc: InvalidTransition, *, answering: bool) -> str:
     prefix = "Your answer was not sent: " if answering else "That did not work: "
     if not found.is_open:
         return prefix + presenters.closed_notice(found)
@@ -364,10 +398,15 @@ def _conflict_text(found: ElicitationRequest, user: Any, exc: InvalidTransition,
     return prefix + exc.detail
 
 
-def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> HttpResponse:
+def _answered(
+    request: SignedInRequest, found: ElicitationRequest, action: str, *, held: bool = False
+) -> HttpResponse:
     """Back to the queue, or, with the "open the next request" preference (on by default), straight into the
-    next request, claimed: the keyboard loop costs no extra key per answer."""
+    next request, claimed: the keyboard loop costs no extra key per answer. A held answer (undo window) is
+    named by the page's undo banner instead of "the agent has been told"."""
     done = presenters.ACTION_LABEL[action]
+    if held:
+        return _answered_held(request, found)
     if request.POST.get("then") == "next":
         try:
             following = transitions.claim_next(found.queue, user=request.user, resume_held=True)
@@ -384,7 +423,21 @@ def _answered(request: HttpRequest, found: ElicitationRequest, action: str) -> H
     return redirect(reverse("queue", kwargs={"slug": found.queue.slug}))
 
 
-def _render_next(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def _answered_held(request: SignedInRequest, found: ElicitationRequest) -> HttpResponse:
+    if request.POST.get("then") == "next":
+        try:
+            following = transitions.claim_next(found.queue, user=request.user, resume_held=True)
+        except InvalidTransition:
+            following = None
+        if following is not None:
+            if request.POST.get("inline") == "1":
+                return _render_next(request, following.pk)
+            return redirect("request", request_id=following.pk)
+        messages.info(request, "Nothing else is waiting in this queue.")
+    return redirect("queue", slug=found.queue.slug)
+
+
+def _render_next(request: SignedInRequest, request_id: UUID) -> HttpResponse:
     """The next request's page as the answer's response, saving the keyboard loop the redirect's round trip.
     Only request.js asks for it (`inline=1`): it moves the address bar to the request's own URL with
     history.replaceState, so a reload is a GET of that page. Without JavaScript the answer redirects (PRG)."""
@@ -399,13 +452,15 @@ def _render_next(request: HttpRequest, request_id: UUID) -> HttpResponse:
 @within_reviewer_rate
 @domain_errors_as_pages
 @require_POST
-def leave_request(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def leave_request(request: SignedInRequest, request_id: UUID) -> HttpResponse:
     """The page was left (navigation, tab closed; sent with navigator.sendBeacon): a claim on which nothing was
     typed goes back to the queue, so a look does not block a teammate for a whole lease. Drafts saved by this
     reviewer since claiming keep the claim."""
     found = access.reviewable_request(request.user, request_id)
     if not presenters.holds(found, request.user):
         return JsonResponse({"released": False, "status": found.status}, status=409)
+    if HeldAnswer.objects.filter(pk=found.pk).exists():  # answered, in its undo window: the claim stays
+        return JsonResponse({"released": False, "status": found.status, "reason": "held"}, status=409)
     typed = Draft.objects.filter(
         request=found, updated_by_id=request.user.pk, updated_at__gte=found.claimed_at
     ).exists()
@@ -433,7 +488,7 @@ def _zone_or_none(name: str | None) -> ZoneInfo | None:
         return None
 
 
-def history_zone(user: Any, browser_zone: str | None) -> ZoneInfo:
+def history_zone(user: User, browser_zone: str | None) -> ZoneInfo:
     """The zone whose days the date filter means: the reviewer's saved time zone (reach preferences), else the
     browser's (the form's `tz`, filled in by reviewhub.js), else UTC. A saved "UTC" is the model's default,
     indistinguishable from never chosen, so the browser's zone wins over it."""
@@ -456,7 +511,7 @@ def _date_or_none(text: str | None) -> date | None:
 @within_reviewer_rate
 @domain_errors_as_pages
 @require_GET
-def history_page(request: HttpRequest) -> HttpResponse:
+def history_page(request: SignedInRequest) -> HttpResponse:
     """Every request the reviewer may see, any status, newest first: filters and a search over message and
     context (PostgreSQL full-text through a GIN index; substring matching on the embedded SQLite)."""
     user = request.user

@@ -150,10 +150,27 @@
     },
   });
 
+  /* j / k: move down / up the list, focusing each row's link (Enter opens it); the row in focus is marked. */
+  /** @param {number} step */
+  function moveInList(step) {
+    /** @type {HTMLAnchorElement[]} */
+    var links = Array.prototype.slice.call(rows.querySelectorAll("tr[data-id] .request-link"));
+    if (!links.length) return;
+    var index = links.indexOf(/** @type {HTMLAnchorElement} */ (document.activeElement));
+    var next = links[index === -1 ? (step > 0 ? 0 : links.length - 1) : Math.max(0, Math.min(links.length - 1, index + step))];
+    links.forEach(function (link) {
+      var row = link.closest("tr");
+      if (row) row.classList.toggle("is-selected", link === next);
+    });
+    next.focus();
+  }
+
   document.addEventListener("keydown", function (event) {
-    if (event.key === "n" && RH.shortcut(event)) {
-      event.preventDefault();
-      RH.submit(/** @type {HTMLFormElement | null} */ (document.getElementById("next-form")));
-    }
+    if (!RH.shortcut(event)) return;
+    if (event.key === "n") RH.submit(/** @type {HTMLFormElement | null} */ (document.getElementById("next-form")));
+    else if (event.key === "j") moveInList(1);
+    else if (event.key === "k") moveInList(-1);
+    else return;
+    event.preventDefault();
   });
 })();

@@ -11,10 +11,12 @@ import {
   showOwnAddress,
 } from "./request/answer-form.js";
 import { keepClaimAlive, releaseOnLeave, wireClaimButton, wireTakeover } from "./request/claim.js";
+import { copyDigest } from "./request/digest.js";
 import { shareDrafts } from "./request/drafts.js";
 import { focusOnArrival, rovingRail } from "./request/focus.js";
 import { listenToKeys } from "./request/keys.js";
 import { followLive } from "./request/live.js";
+import { requireStepUp } from "./request/step-up.js";
 
 if (RH && page) {
   shareDrafts();
@@ -31,4 +33,6 @@ if (RH && page) {
   focusOnArrival();
   rovingRail();
   listenToKeys();
+  copyDigest();
 }
+requireStepUp(); // a passkey-signed accept (rules' `step_up: passkey`); no-op on other requests

@@ -141,17 +141,17 @@ def test_after_auto_next_focus_is_on_the_first_field_and_a_form_costs_few_keys(
     assert page.evaluate("document.activeElement.id") == "id_answer-ticket"
 
 
-def test_an_approval_opens_on_its_approve_choice_and_its_keys_are_announced(
+def test_an_approval_opens_on_its_approve_button_and_its_keys_are_announced(
     open_page, team, agent_api
 ) -> None:
     agent = agent_api(team["key"])
     created = form_request(agent, NOTE_SCHEMA, "Approve the refund?")
     page = open_page(team["alice"], f"/requests/{created['id']}/")
     wait_live(page)
-    yes = page.locator("#q-approve input[value=true]")
-    expect(yes).to_be_focused()
-    expect(yes).to_have_attribute("aria-keyshortcuts", "y")
-    expect(page.locator("#q-approve input[value=false]")).to_have_attribute("aria-keyshortcuts", "n")
+    approve = page.locator("#approve-button")
+    expect(approve).to_be_focused()
+    expect(approve).to_have_attribute("aria-keyshortcuts", "y")
+    expect(page.locator("#reject-button")).to_have_attribute("aria-keyshortcuts", "n")
     expect(page.locator("[data-answer='decline']")).to_have_attribute("aria-keyshortcuts", "d")
 
 

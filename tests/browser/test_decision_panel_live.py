@@ -40,8 +40,7 @@ def test_the_approvals_line_counts_an_approval_made_on_another_page_live(
     deciding = open_page(alice, f"/requests/{created['id']}/")
     deciding.get_by_role("button", name="Claim", exact=True).click()
     expect(deciding.locator("#holder-text")).to_contain_text("You hold this request")
-    deciding.locator("#q-approve").get_by_label("Yes").check()
-    deciding.get_by_role("button", name="Accept").click()
+    deciding.locator("#approve-button").click()
     expect(deciding.locator(".flash")).to_contain_text("Proposed and approved: 1 of 2")
 
     expect(line).to_have_text("1 of 2: alice")

@@ -43,8 +43,7 @@ def test_the_queue_row_counts_an_approval_made_on_another_page_live(
     deciding.get_by_role("button", name="Claim", exact=True).click()
     expect(deciding.locator("#holder-text")).to_contain_text("You hold this request")
     expect(watching.locator(f'tr[data-id="{created["id"]}"] [data-field="status"]')).to_contain_text("alice")
-    deciding.locator("#q-approve").get_by_label("Yes").check()
-    deciding.get_by_role("button", name="Accept").click()
+    deciding.locator("#approve-button").click()
     expect(deciding.locator(".flash")).to_contain_text("Proposed and approved: 1 of 2")
 
     expect(count).to_have_text("1 of 2 approvals")

@@ -188,7 +188,7 @@ def test_every_field_kind_is_filled_accepted_and_read_back_exactly_by_the_agent(
     page.get_by_label("Region").select_option("eu-north")
     page.get_by_label("Mail", exact=True).check()
     page.get_by_label("Chat", exact=True).check()
-    page.locator("[data-skip-for='tags']").check()
+    # Tags, optional, is skipped by leaving it empty.
     page.get_by_label("Seats").blur()
     screenshot(page, "request-form")
     page.get_by_role("button", name="Accept").click()
@@ -311,25 +311,23 @@ def test_a_second_reviewer_sees_the_claim_and_drafts_live_and_cannot_submit(
 
     expect(bob.locator("[data-notice='held']")).to_contain_text("alice is answering this request")
     expect(bob.locator("#holder-text")).to_contain_text("Held by alice since")
-    expect(bob.get_by_role("button", name="Accept")).to_be_disabled()
+    expect(bob.get_by_role("button", name="Approve")).to_be_disabled()
     expect(bob.get_by_label("Note")).to_be_disabled()
 
     alice.get_by_label("Note").fill("checked the invoice")
     expect(bob.get_by_label("Note")).to_have_value("checked the invoice", timeout=PUSHED)
-    alice.locator("#q-approve").get_by_label("Yes").check()
-    expect(bob.locator("#q-approve").get_by_label("Yes")).to_be_checked(timeout=PUSHED)
-    expect(bob.locator("[data-note-for='approve']")).to_have_text("Edited by alice")
+    expect(bob.locator("[data-note-for='note']")).to_have_text("Edited by alice")
     bob.wait_for_timeout(1300)  # let the edit highlight fade before the pictures
     screenshot(bob, "request-read-only")
     screenshot(alice, "request")
 
     # Forcing the disabled form anyway changes nothing on the server.
     bob.evaluate("document.querySelectorAll('#answer-form [disabled]').forEach(e => e.disabled = false)")
-    bob.get_by_role("button", name="Accept").click()
+    bob.get_by_role("button", name="Approve").click()
     expect(bob.locator("[data-notice='error']")).to_contain_text("alice holds this request now")
     assert agent.get(created["id"])["status"] == "claimed"
 
-    alice.get_by_role("button", name="Accept").click()
+    alice.get_by_role("button", name="Approve").click()
     expect(alice.locator(".flash")).to_contain_text("Accepted")
     assert answer_of(agent.get(created["id"])["result"]) == {
         "action": "accept",
@@ -373,10 +371,10 @@ def test_a_lapsed_claim_is_reported_on_the_page(open_page, team, agent_api) -> N
     expect(page.locator("[data-notice='warn']")).to_contain_text(
         "Your claim ran out and the request went back to the queue", timeout=4000
     )
-    expect(page.get_by_role("button", name="Accept")).to_be_disabled()
+    expect(page.get_by_role("button", name="Approve")).to_be_disabled()
     page.get_by_role("button", name="Claim", exact=True).click()
     expect(page.locator("#holder-text")).to_contain_text("You hold this request")
-    expect(page.get_by_role("button", name="Accept")).to_be_enabled()
+    expect(page.get_by_role("button", name="Approve")).to_be_enabled()
 
 
 def test_withdrawal_by_the_agent_disables_every_open_page(open_page, team, agent_api) -> None:
@@ -395,7 +393,7 @@ def test_withdrawal_by_the_agent_disables_every_open_page(open_page, team, agent
         )
         expect(page.locator("#status-badge")).to_have_text("withdrawn")
         expect(page.get_by_label("Note")).to_be_disabled()
-        expect(page.get_by_role("button", name="Accept")).to_be_disabled()
+        expect(page.get_by_role("button", name="Approve")).to_be_disabled()
 
 
 def test_the_queue_page_follows_arrivals_claims_and_withdrawals_live(

@@ -276,9 +276,9 @@ def test_submitting_completes_the_request_with_accept_and_no_content(
     assert audit.detail == {"action": "accept", "hosted_flow": flow["id"]}
     # The reviewer who submitted sees it done; a reload does not offer to send it again.
     done = client.get(flow_path(flow))
-    assert done.status_code == 200 and "<form" not in done.content.decode()
+    assert done.status_code == 200 and 'class="flow-form"' not in done.content.decode()
     again = submit(client, flow, api_token=new_secret())
-    assert again.status_code == 200 and "<form" not in again.content.decode()
+    assert again.status_code == 200 and 'class="flow-form"' not in again.content.decode()
     assert AgentEvent.objects.filter(agent=flows_agent).count() == 1
 
 
@@ -399,3 +399,13 @@ def test_declining_the_flow_declines_its_forwards(
     browser_for(reviewer).post(flow_path(flow), {"action": "decline"})
     forwarded.refresh_from_db()
     assert (forwarded.status, forwarded.action) == (Status.COMPLETED, Action.DECLINE)
+
+
+def test_a_request_for_reviewhubs_own_flow_reads_as_reviewhubs_secure_form_not_another_website(
+    open_flow: OpenFlow, reviewer: User, browser_for: BrowserFor, agent: Agent, queue: Queue
+) -> None:
+    flow = open_flow()
+    request = forward(agent, queue, flow)
+    html = browser_for(reviewer).get(f"/requests/{request.pk}/").content.decode()
+    assert "ReviewHub's own secure form" in html and "Open the secure form" in html
+    assert "another website" not in html and "data-url-warning" not in html

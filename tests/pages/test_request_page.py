@@ -1,7 +1,6 @@
 """The request page without JavaScript: a look claims nothing, Claim claims, read-only for others, plain form posts
 for every button."""
 
-import re
 from typing import Any
 
 import pytest
@@ -50,7 +49,7 @@ def test_opening_an_unclaimed_request_shows_it_without_claiming_and_records_the_
     html = response.content.decode()
     assert "Preview: nobody holds this request. Claim it (c) or start typing to answer." in html
     # A preview's fields are open: typing claims it (request.js); answering from here claims first.
-    assert "disabled" not in html.split('name="answer-approve"')[1].split(">")[0]
+    assert "disabled" not in html.split('id="approve-button"')[1].split(">")[0]
     assert 'data-preview="true"' in html
 
 
@@ -62,7 +61,9 @@ def test_the_claim_button_claims_and_the_page_then_answers(login, reviewer, make
     assert fresh(request).claimed_by == reviewer
     html = client.get(page_url(request)).content.decode()
     assert "You hold this request." in html
-    assert 'name="answer-approve"' in html and "disabled" not in html.split('name="answer-approve"')[1][:80]
+    assert (
+        'id="approve-button"' in html and "disabled" not in html.split('id="approve-button"')[1].split(">")[0]
+    )
     assert kinds(request) == ["created", "viewed", "claimed", "viewed"]
 
 
@@ -91,8 +92,8 @@ def test_a_request_held_by_someone_else_is_read_only_and_says_who_and_since_when
         f'<time datetime="{claimed_at.isoformat()}" data-local="time">{claimed_at:%H:%M:%S} UTC</time>'
         in html
     )
-    assert html.count('value="accept" class="btn btn-primary" data-answer="accept" aria-keyshortcuts') == 1
-    assert 'data-answer="accept" aria-keyshortcuts="Control+Enter a" disabled' in html
+    assert 'data-decide="approve" aria-keyshortcuts="y" disabled' in html
+    assert 'data-decide="reject" aria-keyshortcuts="n" disabled' in html
     assert 'name="answer-note" maxlength="200" data-question="note" data-kind="text"' in html
     assert "disabled" in html.split('name="answer-note"')[1].split(">")[0]
     assert "Take over" not in html  # bob is not a supervisor
@@ -170,17 +171,31 @@ def test_an_optional_or_defaulted_boolean_stays_a_checkbox_and_unchecked_is_fals
     assert fresh(request).content == {"notify": False, "agree": False}
 
 
-def test_a_required_boolean_without_default_is_a_yes_no_choice_with_nothing_selected(
+def test_an_approval_is_approve_and_reject_buttons_and_the_click_is_the_answer(
     login, reviewer, make_request
 ) -> None:
     request = make_request()
     client = login(reviewer)
     claim(client, request)
     html = client.get(page_url(request)).content.decode()
-    assert 'type="radio" name="answer-approve" value="true"' in html
-    assert 'type="radio" name="answer-approve" value="false"' in html
-    assert "checked" not in html.split('name="answer-approve" value="true"')[1].split(">")[0]
-    assert "checked" not in html.split('name="answer-approve" value="false"')[1].split(">")[0]
+    assert 'name="answer-approve"' not in html  # not a radio group
+    assert '<button type="submit" name="decide" value="approve"' in html
+    assert '<button type="submit" name="decide" value="reject"' in html
+    assert 'data-answer="accept"' not in html  # Approve and Reject are the accept
+    response = client.post(page_url(request), {"decide": "reject", "answer-note": "not today"})
+    assert response.status_code == 302
+    assert answer_of(fresh(request).result()) == {
+        "action": "accept",
+        "content": {"approve": False, "note": "not today"},
+    }
+
+
+def test_an_unknown_decide_value_is_not_an_answer(login, reviewer, make_request) -> None:
+    request = make_request()
+    client = login(reviewer)
+    claim(client, request)
+    assert client.post(page_url(request), {"decide": "maybe"}).status_code == 400
+    assert fresh(request).status == Status.CLAIMED
 
 
 def test_invalid_answers_come_back_next_to_their_fields_with_what_was_typed(
@@ -331,7 +346,7 @@ def test_opening_an_overdue_request_shows_it_overdue_read_only_and_changes_nothi
     html = login(reviewer).get(page_url(request)).content.decode()
     assert fresh(request).status == Status.PENDING  # the sweeper closes it, not the look
     assert "The deadline passed; the agent is being sent “cancel”." in html
-    assert 'data-answer="accept" aria-keyshortcuts="Control+Enter a" disabled' in html
+    assert 'data-decide="approve" aria-keyshortcuts="y" disabled' in html
     transitions.expire_overdue_requests()
     html = login(reviewer).get(page_url(request)).content.decode()
     assert "The deadline passed; the agent was sent “cancel”." in html
@@ -339,7 +354,9 @@ def test_opening_an_overdue_request_shows_it_overdue_read_only_and_changes_nothi
     assert "data-deadline=" not in html  # no countdown on a closed request
 
 
-def test_shared_drafts_prefill_the_form_and_skips_are_ticked(login, reviewer, make_request) -> None:
+def test_shared_drafts_prefill_the_form_and_skipped_questions_are_marked(
+    login, reviewer, make_request
+) -> None:
     request = make_request()
     transitions.claim_request(request.pk, user=reviewer)
     transitions.save_draft(
@@ -349,8 +366,8 @@ def test_shared_drafts_prefill_the_form_and_skips_are_ticked(login, reviewer, ma
         request.pk, user=reviewer, question_id="note", value=None, state=DraftState.SKIPPED
     )
     html = login(reviewer).get(page_url(request)).content.decode()
-    assert re.search(r'type="radio" name="answer-approve" value="true"[^>]*checked', html)
-    assert 'value="note" data-skip-for="note" checked' in html
+    assert 'class="question is-skipped" id="q-note"' in html
+    assert "data-skip-for" not in html  # optional questions are skipped by leaving them empty
 
 
 def test_who_is_asking_comes_from_the_context_and_agent_text_is_escaped(

@@ -18,6 +18,7 @@ One concept per module; callers use the names below (`transitions.respond(...)`)
 - `claims`: claim, claim next, take over, renew, release, and the sweep of expired leases.
 - `drafts`: the shared per-question drafts of a claimed request.
 - `answers`: a reviewer's accept, decline or cancel; a hosted flow closing its URL-mode request.
+- `held_answers`: an answer kept through its undo window, then sent through `answers.respond`.
 - `quorum`: answers to a request that needs N-of-M approvals.
 - `completion`: what every answer writes when it closes a request, and its content's errors as API fields.
 - `deadlines`: expiry at the deadline (or escalation to another queue).
@@ -40,6 +41,12 @@ from elicitation.queue.transitions.completion import content_error_fields
 from elicitation.queue.transitions.deadlines import expire_if_overdue, expire_overdue_requests, expire_request
 from elicitation.queue.transitions.drafts import save_draft
 from elicitation.queue.transitions.escalation import notify_next_tier, run_escalation_chain
+from elicitation.queue.transitions.held_answers import (
+    hold_answer,
+    send_due_answers,
+    send_held_answer,
+    take_back,
+)
 from elicitation.queue.transitions.intake import (
     body_fingerprint,
     create_request,
@@ -61,6 +68,7 @@ __all__ = [
     "expire_if_overdue",
     "expire_overdue_requests",
     "expire_request",
+    "hold_answer",
     "lock_request",
     "notify_next_tier",
     "parse_schema_questions",
@@ -74,6 +82,9 @@ __all__ = [
     "respond_in_quorum",
     "run_escalation_chain",
     "save_draft",
+    "send_due_answers",
+    "send_held_answer",
+    "take_back",
     "take_over_claim",
     "withdraw_request",
 ]

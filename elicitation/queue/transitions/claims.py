@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
@@ -21,7 +22,7 @@ from elicitation.queue.transitions.path import (
 )
 
 
-def _claim_changes(user: Any, queue: Queue, now: datetime) -> dict[str, Any]:
+def _claim_changes(user: User, queue: Queue, now: datetime) -> dict[str, Any]:
     return {
         "status": Status.CLAIMED,
         "claimed_by": user,
@@ -41,7 +42,7 @@ def _claimable(now: datetime) -> Q:
     )
 
 
-def claim_request(request_id: UUID, *, user: Any) -> ElicitationRequest:
+def claim_request(request_id: UUID, *, user: User) -> ElicitationRequest:
     now = clock.now()
     request = reload_request(request_id)
     return apply_transition(
@@ -54,12 +55,13 @@ def claim_request(request_id: UUID, *, user: Any) -> ElicitationRequest:
     )
 
 
-def held_claim_id(queue: Queue, user: Any, now: datetime) -> UUID | None:
+def held_claim_id(queue: Queue, user: User, now: datetime) -> UUID | None:
     """The most urgent request of the queue this reviewer still holds on a live lease, if any."""
     return (
         ElicitationRequest.objects.filter(
             queue=queue, status=Status.CLAIMED, claimed_by=user, lease_expires_at__gt=now, deadline__gt=now
         )
+        .filter(held_answer__isnull=True)  # answered, in its undo window: not one to resume
         .order_by("-priority", "created_at")
         .values_list("pk", flat=True)
         .first()
@@ -67,7 +69,7 @@ def held_claim_id(queue: Queue, user: Any, now: datetime) -> UUID | None:
 
 
 def claim_next(
-    queue: Queue, *, user: Any, resume_held: bool = False, attempts: int = 20
+    queue: Queue, *, user: User, resume_held: bool = False, attempts: int = 20
 ) -> ElicitationRequest | None:
     """Claim the queue's most urgent pending request: priority first, then age. None when the queue is empty.
 
@@ -99,7 +101,7 @@ def claim_next(
     raise InvalidTransition("The queue is too contended right now; try again.")
 
 
-def take_over_claim(request_id: UUID, *, supervisor: Any) -> ElicitationRequest:
+def take_over_claim(request_id: UUID, *, supervisor: User) -> ElicitationRequest:
     now = clock.now()
     request = reload_request(request_id)
     previous_holder = request.claimed_by.get_username() if request.claimed_by else None
@@ -115,7 +117,7 @@ def take_over_claim(request_id: UUID, *, supervisor: Any) -> ElicitationRequest:
     )
 
 
-def renew_claim(request_id: UUID, *, user: Any) -> ElicitationRequest:
+def renew_claim(request_id: UUID, *, user: User) -> ElicitationRequest:
     """Heartbeat: extend the lease, only while this reviewer still holds the claim. Not audited: nothing changed
     hands."""
     now = clock.now()
@@ -130,7 +132,7 @@ def renew_claim(request_id: UUID, *, user: Any) -> ElicitationRequest:
     return renewed
 
 
-def release_claim(request_id: UUID, *, user: Any) -> ElicitationRequest:
+def release_claim(request_id: UUID, *, user: User) -> ElicitationRequest:
     return apply_transition(
         request_id,
         allowed=Q(status=Status.CLAIMED, claimed_by=user),

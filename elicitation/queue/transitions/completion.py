@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from elicitation.models import ElicitationRequest, Status
 from elicitation.queue import receipts
 from elicitation.queue.quorum import DECISION_META
@@ -13,16 +15,18 @@ from elicitation.queue.rules.facts import request_digest_of
 
 
 def completion_changes(
-    user: Any,
+    user: User | None,
     action: str,
     content: dict[str, Any] | None,
     now: datetime,
     *,
     request: ElicitationRequest,
     meta: Mapping[str, Any] | None = None,
+    step_up: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The columns a completion writes. `meta` is the result's `_meta` as the decider gave it (a quorum's tally, the
-    rule that answered); the receipt is added to it, so every completed request's result carries one."""
+    rule that answered); the receipt is added to it, so every completed request's result carries one. `step_up`
+    is each approver's verified passkey assertion (queue/step_up.py), carried in the receipt."""
     decision = (meta or {}).get(DECISION_META)
     decision = decision if isinstance(decision, Mapping) else {}
     receipt = receipts.sign_receipt(
@@ -32,6 +36,7 @@ def completion_changes(
         approvers=_approvers(user, decision),
         rule=_rule_name(decision),
         at=now,
+        step_up=step_up,
     )
     return {
         "status": Status.COMPLETED,
@@ -45,7 +50,7 @@ def completion_changes(
     }
 
 
-def _approvers(user: Any, decision: Mapping[str, Any]) -> list[str]:
+def _approvers(user: User | None, decision: Mapping[str, Any]) -> list[str]:
     """Who decided: a quorum's approvers (or the one who vetoed), the reviewer who answered, nobody for a rule."""
     if isinstance(decision.get("vetoedBy"), str):
         return [decision["vetoedBy"]]

@@ -2,9 +2,9 @@
 the reviewer, or escalation to another queue), from the sweep or before any write acts on it."""
 
 from datetime import datetime, timedelta
-from typing import Any
 from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 
@@ -23,7 +23,7 @@ from elicitation.queue.transitions.path import announce, apply_transition, guard
 
 
 def expire_request(
-    request_id: UUID, *, now: datetime | None = None, actor_user: Any = None
+    request_id: UUID, *, now: datetime | None = None, actor_user: User | None = None
 ) -> ElicitationRequest:
     """Apply the queue's expiry outcome: answer cancel/decline for the reviewer, or escalate to another queue."""
     now = now or clock.now()

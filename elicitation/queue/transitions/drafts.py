@@ -4,6 +4,7 @@ looking on sees them change, and an accept sent without content carries the subm
 from typing import Any
 from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from elicitation.models import Draft, DraftState, ElicitationRequest, Status
@@ -22,7 +23,7 @@ def _question(request: ElicitationRequest, question_id: str) -> schemas.Question
 
 
 def save_draft(
-    request_id: UUID, *, user: Any, question_id: str, value: Any, state: str = DraftState.DRAFT
+    request_id: UUID, *, user: User, question_id: str, value: Any, state: str = DraftState.DRAFT
 ) -> Draft:
     """Save one question's shared draft. Only the claim holder writes; submitted answers must be valid."""
     request = reload_request(request_id)
@@ -50,7 +51,7 @@ def save_draft(
     return draft
 
 
-def draft_payload(draft: Draft, user: Any) -> dict[str, Any]:
+def draft_payload(draft: Draft, user: User) -> dict[str, Any]:
     return {
         "question": draft.question_id,
         "value": draft.value,

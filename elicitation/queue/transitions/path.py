@@ -9,6 +9,7 @@ import functools
 from typing import Any
 from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import Q
 
@@ -89,7 +90,7 @@ def announce(
     kind: str,
     *,
     previous: str,
-    actor_user: Any = None,
+    actor_user: User | None = None,
     actor_agent: Agent | None = None,
     detail: dict[str, Any] | None = None,
     tell_agent: str | None = None,
@@ -114,7 +115,7 @@ def apply_transition(
     changes: dict[str, Any],
     what: str,
     kind: str,
-    actor_user: Any = None,
+    actor_user: User | None = None,
     actor_agent: Agent | None = None,
     detail: dict[str, Any] | None = None,
     tell_agent: str | None = None,

@@ -2,13 +2,15 @@
 the content and later ones approve it as it stands, a decline or cancel vetoes, refusals are audited, and the
 agent hears only the final outcome."""
 
+from collections.abc import Mapping
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 
 from elicitation.models import OPEN_STATUSES, Action, Approval, ElicitationRequest, Mode, Status
-from elicitation.queue import answer_defaults, clock, quorum, schemas
+from elicitation.queue import answer_defaults, clock, quorum, schemas, step_up
 from elicitation.queue.audit import record_event
 from elicitation.queue.errors import AccessDenied, InvalidInput, InvalidTransition, NotFoundError
 from elicitation.queue.transitions.claims import RELEASED
@@ -18,7 +20,12 @@ from elicitation.queue.transitions.path import announce, guarded_update, lock_re
 
 
 def respond_in_quorum(
-    request: ElicitationRequest, *, user: Any, action: str, content: dict[str, Any] | None
+    request: ElicitationRequest,
+    *,
+    user: User,
+    action: str,
+    content: dict[str, Any] | None,
+    assertion: Mapping[str, Any] | None = None,
 ) -> ElicitationRequest:
     """An answer to a request that needs a quorum: the first approval proposes the content, later ones approve
     it as it stands; a decline or cancel vetoes (unless the policy says none). The agent hears only the final
@@ -67,10 +74,14 @@ def respond_in_quorum(
         elif action == Action.ACCEPT:
             proposed = quorum.proposal(state)
             clean = _quorum_content(locked, content, proposed)
+            # Each approver of a step-up request signs the digest; the signatures go into the receipt's bundle.
+            signed = step_up.verified_approval(locked, user, action, assertion)
             Approval.objects.create(request=locked, reviewer=user, group=verdict.group, at=now)
             state = quorum.with_approval(
                 state, username=user.get_username(), group=verdict.group, at=now, proposal=clean
             )
+            if signed is not None:
+                state["approvals"][-1]["stepUp"] = signed
             progress = quorum.progress(state) or {}
             detail = {"action": action, "group": verdict.group, "progress": progress.get("text")}
             if verdict.final:
@@ -82,6 +93,7 @@ def respond_in_quorum(
                         now,
                         request=locked,
                         meta=quorum.result_meta(state),
+                        step_up=[a["stepUp"] for a in state["approvals"] if "stepUp" in a] or None,
                     ),
                     "policy": state,
                 }

@@ -24,12 +24,9 @@ function markYesNoKeys() {
 /** The control to start on, or null when nothing here is to be answered. @returns {HTMLElement | null} */
 function arrivalTarget() {
   if (!form || CLOSED[state.status] || !(state.mine || state.preview)) return null;
-  const approval = form.dataset.approval;
-  if (approval) {
-    const question = /** @type {HTMLElement | null} */ (form.querySelector('.question[data-question="' + approval + '"]'));
-    const yes = question && /** @type {HTMLElement | null} */ (question.querySelector("input[type=radio][value=true]"));
-    if (question && readValue(question) === null && yes) return yes;
-  }
+  // An approval starts on its Approve button: Enter or y decides, Tab reaches Reject and any note.
+  const approve = /** @type {HTMLButtonElement | null} */ (form.querySelector("[data-decide=approve]"));
+  if (approve && !approve.disabled) return approve;
   /** @type {NodeListOf<HTMLElement>} */
   const questions = form.querySelectorAll(".question[data-question]");
   for (const question of Array.from(questions)) {

@@ -1,5 +1,6 @@
 // @ts-check
-/* The keyboard loop: a accept, d decline, c claim, y/n answer the first open yes/no question, n next request once
+/* The keyboard loop: a accept, d decline, c claim, y/n approve / reject an approval (else answer the first open
+ * yes/no question), 1–9 pick an option, n next request once
  * this one is not ours to answer, Ctrl+Enter accept, Esc leave a field. Letters only outside fields, and only with
  * shortcuts on (reviewhub.js). */
 import { CLOSED, RH, form, state } from "./page.js";
@@ -17,6 +18,37 @@ function chooseYesNo(yes) {
   );
   if (!radio || radio.disabled) return false;
   radio.click();
+  return true;
+}
+
+/* An approval's Approve / Reject buttons: the key is the click (one key per yes/no). */
+/** @param {string} which */
+function decide(which) {
+  const button = /** @type {HTMLButtonElement | null} */ (document.querySelector('[data-decide="' + which + '"]'));
+  if (!button || button.disabled) return false;
+  button.click();
+  return true;
+}
+
+/* 1–9: pick that option of the choice question in focus, or else of the first one still unanswered. */
+/** @param {number} number */
+function pickOption(number) {
+  if (!form) return false;
+  const selector = '.question[data-kind="single-select"], .question[data-kind="multi-select"]';
+  const active = document.activeElement;
+  let question = /** @type {HTMLElement | null} */ (active && active.closest ? active.closest(selector) : null);
+  if (!question) {
+    /** @type {HTMLElement[]} */
+    const choices = Array.from(form.querySelectorAll(selector));
+    question = choices.filter((q) => readValue(q) === null)[0] || null;
+  }
+  if (!question) return false;
+  /** @type {HTMLInputElement[]} */
+  const options = Array.from(question.querySelectorAll("input[type=radio], input[type=checkbox]"));
+  const option = options[number - 1];
+  if (!option || option.disabled) return false;
+  option.click();
+  option.focus({ preventScroll: true });
   return true;
 }
 
@@ -44,13 +76,16 @@ export function listenToKeys() {
     }
     if (!RH.shortcut(event)) return;
     const answering = !CLOSED[state.status] && (state.mine || state.preview);
+    const approval = answering && document.querySelector("[data-decide]") !== null;
     if (event.key === "a") clickAnswer("accept");
     else if (event.key === "d") clickAnswer("decline");
     else if (event.key === "c" && state.preview) claim();
+    else if (event.key === "y" && approval) decide("approve");
+    else if (event.key === "n" && approval) decide("reject");
     else if (event.key === "y" && answering) chooseYesNo(true);
     else if (event.key === "n" && answering && yesNoQuestions().length) chooseYesNo(false);
     else if (event.key === "n" && (!state.mine || CLOSED[state.status])) RH.submit(nextForm());
-    else return;
+    else if (!(/^[1-9]$/.test(event.key) && answering && pickOption(Number(event.key)))) return;
     event.preventDefault();
   });
 }
