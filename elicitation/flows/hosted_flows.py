@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.views.decorators.debug import sensitive_variables
@@ -58,15 +59,17 @@ def flow_url(flow_id: UUID | str) -> str:
     return f"{settings.PUBLIC_URL}{FLOW_PATH_PREFIX}{flow_id}/"
 
 
-def flow_id_from_url(url: str) -> UUID | None:
-    """The flow id of one of our own flow URLs (exactly as we issue them), else None."""
+def is_flow_url(url: str) -> bool:
+    """Whether `url` is one of ReviewHub's own flow pages, exactly as flow_url writes them (reviewer pages show
+    such a link as ReviewHub's, not as another site's)."""
     prefix = f"{settings.PUBLIC_URL}{FLOW_PATH_PREFIX}"
     if not url.startswith(prefix) or not url.endswith("/"):
-        return None
+        return False
+    flow_id = url[len(prefix) : -1]
     try:
-        return UUID(url[len(prefix) : -1])
+        return str(UUID(flow_id)) == flow_id
     except ValueError:
-        return None
+        return False
 
 
 # --- encryption -------------------------------------------------------------------------------------------------
@@ -221,7 +224,7 @@ def retrieve_hosted_flow(flow_id: UUID | str, *, agent: Agent) -> dict[str, Any]
 # --- reviewers: open, submit, decline ------------------------------------------------------------------------------
 
 
-def holds_forwarded_claim(flow: HostedFlow, user: Any, now: datetime) -> bool:
+def holds_forwarded_claim(flow: HostedFlow, user: User, now: datetime) -> bool:
     """A reviewer holding the claim of a request that forwards this flow's URL was handed this flow."""
     return (
         forwarded_requests(flow)
@@ -240,7 +243,7 @@ class FlowView:
     holds_claim: bool
 
 
-def flow_for_reviewer(flow_id: UUID | str, user: Any) -> FlowView:
+def flow_for_reviewer(flow_id: UUID | str, user: User) -> FlowView:
     """The server-side check behind the flow page. A reviewer of the request's queue (or the holder of a
     forwarding request's claim) may look; another reviewer's live claim -> 403; a flow whose request closed ->
     410, except for the reviewer who answered it, who sees it done."""
@@ -261,7 +264,7 @@ def flow_for_reviewer(flow_id: UUID | str, user: Any) -> FlowView:
     return FlowView(flow=flow, status=status, holds_claim=False)
 
 
-def claim_flow(flow_id: UUID | str, user: Any) -> HostedFlow:
+def claim_flow(flow_id: UUID | str, user: User) -> HostedFlow:
     """Claim the flow's request for this reviewer (the page's Claim button): the same checks as looking, then an
     ordinary claim."""
     view = flow_for_reviewer(flow_id, user)
@@ -277,7 +280,7 @@ def claim_flow(flow_id: UUID | str, user: Any) -> HostedFlow:
 
 
 def _close_request(
-    request_id: UUID, *, user: Any, action: str, allowed: Q, flow: HostedFlow
+    request_id: UUID, *, user: User, action: str, allowed: Q, flow: HostedFlow
 ) -> ElicitationRequest:
     return transitions.complete_url_request(
         request_id, user=user, action=action, allowed=allowed, detail={"hosted_flow": str(flow.pk)}
@@ -291,7 +294,7 @@ def forwarded_requests(flow: HostedFlow) -> QuerySet[ElicitationRequest]:
     ).exclude(pk=flow.request_id)
 
 
-def _close_forwarded(flow: HostedFlow, *, user: Any, action: str, now: datetime) -> int:
+def _close_forwarded(flow: HostedFlow, *, user: User, action: str, now: datetime) -> int:
     closed = 0
     for request_id in forwarded_requests(flow).filter(deadline__gt=now).values_list("pk", flat=True):
         try:
@@ -308,12 +311,12 @@ def _close_forwarded(flow: HostedFlow, *, user: Any, action: str, now: datetime)
     return closed
 
 
-def _holder(user: Any, now: datetime) -> Q:
+def _holder(user: User, now: datetime) -> Q:
     return Q(status=Status.CLAIMED, claimed_by=user, deadline__gt=now)
 
 
 @sensitive_variables()
-def complete_hosted_flow(flow_id: UUID | str, *, user: Any, content: Any) -> HostedFlow:
+def complete_hosted_flow(flow_id: UUID | str, *, user: User, content: Any) -> HostedFlow:
     """Validate, encrypt and store the values; complete the request (and its forwards) with accept, no content.
 
     Only the claim holder completes, once: the flow row is locked and moved open -> submitted with a guarded
@@ -347,7 +350,7 @@ def complete_hosted_flow(flow_id: UUID | str, *, user: Any, content: Any) -> Hos
     return HostedFlow.objects.select_related("request").get(pk=flow.pk)
 
 
-def decline_hosted_flow(flow_id: UUID | str, *, user: Any, action: str) -> HostedFlow:
+def decline_hosted_flow(flow_id: UUID | str, *, user: User, action: str) -> HostedFlow:
     """The reviewer refuses (decline) or dismisses (cancel) the flow: no secret, and the forwards get the same."""
     if action not in (Action.DECLINE, Action.CANCEL):
         raise InvalidInput("Unknown action.", {"action": "must be decline or cancel"})

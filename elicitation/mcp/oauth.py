@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -63,6 +64,11 @@ def errors_redirect_to(application: Any) -> bool:
     """Whether an authorization error may be sent to the client's redirect URI (RFC 6749 §4.1.2.1) rather than shown
     on ReviewHub's page: only for a client an operator created. One registered by anyone (RFC 7591 or a metadata
     document) is not trusted with automatic redirects (RFC 9700 §4.11.2); nor is a client ReviewHub cannot name."""
+    return registered_by_operator(application)
+
+
+def registered_by_operator(application: Any) -> bool:
+    """Whether an operator created the client; any other (RFC 7591, a metadata document) chose its own name."""
     return (
         application is not None and application.registration_source == application.RegistrationSource.MANUAL
     )
@@ -81,12 +87,12 @@ def grant_id_in(scopes: list[str]) -> uuid.UUID | None:
 # --- who may delegate what ------------------------------------------------------------------------------------------
 
 
-def delegable_queues(user: Any) -> QuerySet[Queue]:
+def delegable_queues(user: User | AnonymousUser | None) -> QuerySet[Queue]:
     """A user may let an MCP host post into the queues they supervise (staff: every queue)."""
     return access.metrics_queues(user)
 
 
-def delegable_agents(user: Any) -> QuerySet[Agent]:
+def delegable_agents(user: User | AnonymousUser | None) -> QuerySet[Agent]:
     """Agents that may post into at least one queue the user supervises; a host acts as one of them."""
     return (
         Agent.objects.filter(revoked_at__isnull=True, queues__in=delegable_queues(user))
@@ -98,7 +104,7 @@ def delegable_agents(user: Any) -> QuerySet[Agent]:
 # --- the consent page -------------------------------------------------------------------------------------------------
 
 
-class ConsentForm(AllowForm):
+class ConsentForm(AllowForm):  # type: ignore[misc]
     """DOT's hidden OAuth fields plus ReviewHub's choice: which agent, which queues."""
 
     agent = forms.ModelChoiceField(queryset=Agent.objects.none(), required=False, empty_label=None)
@@ -109,11 +115,11 @@ class ConsentForm(AllowForm):
         to_field_name="slug",
     )
 
-    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: User | AnonymousUser | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["agent"].queryset = delegable_agents(user)  # type: ignore[attr-defined]
-        self.fields["queues"].queryset = delegable_queues(user).order_by("slug")  # type: ignore[attr-defined]
+        self.fields["agent"].queryset = delegable_agents(user)
+        self.fields["queues"].queryset = delegable_queues(user).order_by("slug")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -135,7 +141,7 @@ class ConsentForm(AllowForm):
 
 
 def record_consent(
-    *, user: Any, agent: Agent, queues: list[Queue], client_id: str, client_name: str, redirect_uri: str
+    *, user: User, agent: Agent, queues: list[Queue], client_id: str, client_name: str, redirect_uri: str
 ) -> McpGrant:
     """The consent row every token of this authorization names."""
     with transaction.atomic():
@@ -173,7 +179,7 @@ def _oauth_error(error: str, description: str, state: str | None, redirect_uri: 
     )
 
 
-class McpAuthorizationView(AuthorizationView):
+class McpAuthorizationView(AuthorizationView):  # type: ignore[misc]
     """DOT's authorization endpoint with ReviewHub's consent page, the RFC 8707 resource check, and errors shown
     here rather than redirected unless the client is trusted (`errors_redirect_to`)."""
 
@@ -185,11 +191,19 @@ class McpAuthorizationView(AuthorizationView):
         kwargs["user"] = self.request.user
         return kwargs
 
+    def get_initial(self) -> dict[str, Any]:
+        initial: dict[str, Any] = super().get_initial()
+        # A person who supervises one queue can only mean that one: it starts checked.
+        sole = list(delegable_queues(self.request.user).values_list("slug", flat=True)[:2])
+        if len(sole) == 1:
+            initial["queues"] = sole
+        return initial
+
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             scopes, credentials = self.validate_authorization_request(request)
         except OAuthToolkitError as error:
-            return self.error_response(error, application=None)  # type: ignore[no-any-return]
+            return self.error_response(error, application=None)
         application = get_application_model().objects.get(client_id=credentials["client_id"])
         state, redirect_uri = credentials.get("state"), credentials["redirect_uri"]
         resources = request.GET.getlist("resource")
@@ -201,15 +215,15 @@ class McpAuthorizationView(AuthorizationView):
                 state,
                 redirect_uri,
             )
-            return self.error_response(refusal, application)  # type: ignore[no-any-return]
+            return self.error_response(refusal, application)
         if credentials.get("code_challenge_method") != "S256":
             refusal = _oauth_error("invalid_request", "PKCE with S256 is required.", state, redirect_uri)
-            return self.error_response(refusal, application)  # type: ignore[no-any-return]
+            return self.error_response(refusal, application)
         if set(scopes) - {MCP_SCOPE}:
             refusal = _oauth_error(
                 "invalid_scope", f"The scope parameter may only be {MCP_SCOPE!r}.", state, redirect_uri
             )
-            return self.error_response(refusal, application)  # type: ignore[no-any-return]
+            return self.error_response(refusal, application)
         return super().get(request, *args, **kwargs)  # type: ignore[no-any-return]
 
     def error_response(self, error: OAuthToolkitError, application: Any, **kwargs: Any) -> HttpResponse:
@@ -260,9 +274,14 @@ class McpAuthorizationView(AuthorizationView):
             for agent in agents
         ]
         context["resource_url"] = settings.MCP_RESOURCE_URL
+        form = context.get("form")
+        if "application" not in context and form is not None:  # a refused POST: the form names the client
+            client_id = form["client_id"].value()
+            context["application"] = get_application_model().objects.filter(client_id=client_id).first()
+        context["client_verified"] = registered_by_operator(context.get("application"))
         return context
 
-    def form_valid(self, form: ConsentForm) -> HttpResponse:  # type: ignore[override]
+    def form_valid(self, form: ConsentForm) -> HttpResponse:
         data = form.cleaned_data
         resources = (data.get("resource") or "").split()
         if (
@@ -277,7 +296,7 @@ class McpAuthorizationView(AuthorizationView):
                 data.get("state"),
                 data["redirect_uri"],
             )
-            return self.error_response(error, application)  # type: ignore[no-any-return]
+            return self.error_response(error, application)
         if data.get("allow"):
             application = get_application_model().objects.filter(client_id=data["client_id"]).first()
             grant = record_consent(
@@ -294,7 +313,7 @@ class McpAuthorizationView(AuthorizationView):
         return super().form_valid(form)  # type: ignore[no-any-return]
 
 
-class McpProtectedResourceMetadataView(OAuthProtectedResourceMetadataView):
+class McpProtectedResourceMetadataView(OAuthProtectedResourceMetadataView):  # type: ignore[misc]
     """RFC 9728 for `/mcp`, served both at the root and at the `/mcp`-suffixed well-known path."""
 
     def get_resource(self, request: HttpRequest) -> str:
@@ -345,7 +364,7 @@ def revoke_consent_of_replayed_code(scopes: list[str], client_id: str) -> None:
     )
 
 
-class ReviewHubOAuth2Validator(OAuth2Validator):
+class ReviewHubOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
     """DOT's validator; a `grant:<id>` scope is valid only for the client (and user) it was granted to, and an
     authorization code used a second time revokes what the first use was given.
 

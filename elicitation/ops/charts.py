@@ -28,6 +28,10 @@ OUTCOME_COLOURS = {
 
 
 _ids = itertools.count(1)  # unique ids for aria-labelledby within a page
+# Narrower than this (a phone's card), bar charts put each label above its bar instead of beside it.
+COMPACT_WIDTH = 560
+# Durations are drawn against at least this scale: sub-second figures are near zero, not full-width bars.
+MIN_DURATION_SCALE = 10.0
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,9 @@ def nice_step(raw: float) -> float:
     if raw <= 0:
         return 1
     exponent = math.floor(math.log10(raw))
-    fraction = raw / 10**exponent
-    return (1 if fraction <= 1 else 2 if fraction <= 2 else 5 if fraction <= 5 else 10) * 10**exponent
+    scale: float = 10**exponent  # int ** int is Any to mypy (a negative power gives a float)
+    fraction = raw / scale
+    return (1 if fraction <= 1 else 2 if fraction <= 2 else 5 if fraction <= 5 else 10) * scale
 
 
 def ticks(maximum: float, count: int = 4, *, whole: bool = True) -> list[float]:
@@ -66,6 +71,8 @@ def format_count(value: float) -> str:
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
+    if 0 < seconds < 1:
+        return "<1 s"
     if seconds < 60:
         return f"{seconds:.0f} s"
     if seconds < 3600:
@@ -191,7 +198,7 @@ def line_chart(
         body.append(
             f'<text class="tick" x="{left - 6}" y="{_num(y + 4)}" text-anchor="end">{format_count(value)}</text>'
         )
-    for moment, text in time_labels(times[0], times[-1]):
+    for moment, text in time_labels(times[0], times[-1], most=max(3, min(8, plot_w // 110))):
         x = px(moment)
         body.append(f'<line class="grid" x1="{_num(x)}" x2="{_num(x)}" y1="{top}" y2="{top + plot_h}"/>')
         body.append(
@@ -240,13 +247,17 @@ def stacked_bars(
     totals = [sum(s.values[i] for s in series) for i in range(len(categories))]
     if not categories or not any(totals):
         return empty_chart(title, width=width)
-    legend_h = _legend_height(series, width - 40)
+    compact = width < COMPACT_WIDTH
+    legend_left = 8 if compact else 20 if not horizontal else 130
+    legend_h = _legend_height(series, width - legend_left - 20)
     top = 12 + legend_h + 10
-    body = _legend(series, 20 if not horizontal else 130, 12 + 9, width - 150)
+    body = _legend(series, legend_left, 12 + 9, width - legend_left - 20)
     scale_max = ticks(max(totals))[-1]
     if horizontal:
-        left, right, bar_h, gap = 130, 70, 20, 10
-        height = top + len(categories) * (bar_h + gap) + 24
+        # Compact: the category's name above its bar, the bar across the card, the total at its end.
+        left, right, bar_h, gap = (8, 40, 18, 8) if compact else (130, 70, 20, 10)
+        label_h = 16 if compact else 0
+        height = top + len(categories) * (label_h + bar_h + gap) + 24
         plot_w = width - left - right
         for value in ticks(max(totals)):
             x = left + plot_w * value / scale_max
@@ -257,11 +268,14 @@ def stacked_bars(
                 f'<text class="tick" x="{_num(x)}" y="{height - 6}" text-anchor="middle">{value_format(value)}</text>'
             )
         for i, category in enumerate(categories):
-            y = top + i * (bar_h + gap)
-            body.append(
-                f'<text class="category" x="{left - 8}" y="{_num(y + bar_h / 2 + 4)}" text-anchor="end">'
-                f"{escape(category[:18])}</text>"
-            )
+            y = top + i * (label_h + bar_h + gap) + label_h
+            if compact:
+                body.append(f'<text class="category" x="{left}" y="{y - 4}">{escape(category[:40])}</text>')
+            else:
+                body.append(
+                    f'<text class="category" x="{left - 8}" y="{_num(y + bar_h / 2 + 4)}" text-anchor="end">'
+                    f"{escape(category[:18])}</text>"
+                )
             x = float(left)
             for s in series:
                 value = s.values[i]
@@ -291,7 +305,7 @@ def stacked_bars(
             body.append(
                 f'<text class="tick" x="{left - 6}" y="{_num(tick_y + 4)}" text-anchor="end">{value_format(value)}</text>'
             )
-        label_every = max(1, math.ceil(len(categories) / 10))
+        label_every = max(1, math.ceil(len(categories) / max(3, min(10, int(plot_w // 60)))))
         for i, category in enumerate(categories):
             x = left + i * slot + (slot - bar_w) / 2
             stack_top = float(top + plot_h)
@@ -331,15 +345,19 @@ class Spread:
 
 
 def percentile_chart(title: str, rows: Sequence[Spread], *, width: int = 720) -> SafeString:
-    """Per row: a light bar to the 90th percentile with a dark bar to the median over it."""
+    """Per row: a light bar to the 90th percentile with a dark bar to the median over it. A zero is no bar, and the
+    scale is at least MIN_DURATION_SCALE, so sub-second figures do not fill the card."""
     rows = [r for r in rows if r.count and r.p90 is not None]
     if not rows:
         return empty_chart(title, width=width)
-    left, right, bar_h, gap, top = 130, 150, 18, 14, 34
-    height = top + len(rows) * (bar_h + gap) + 20
+    compact = width < COMPACT_WIDTH
+    # Compact: the row's name and figures on a line above its bar, the bar across the card.
+    left, right, label_h = (8, 8, 16) if compact else (130, 150, 0)
+    bar_h, gap, top = 18, 14, 34
+    height = top + len(rows) * (label_h + bar_h + gap) + 20
     plot_w = width - left - right
     longest = max(r.p90 or 0 for r in rows)
-    scale_max = ticks(longest, whole=False)[-1] or 1
+    scale_max = max(ticks(longest, whole=False)[-1], MIN_DURATION_SCALE)
     body = _legend(
         [Series("median (p50)", [], "#0072B2"), Series("90th percentile (p90)", [], "#A6CDE8")],
         left,
@@ -347,18 +365,32 @@ def percentile_chart(title: str, rows: Sequence[Spread], *, width: int = 720) ->
         width - left,
     )
     for i, row in enumerate(rows):
-        y = top + i * (bar_h + gap)
+        y = top + i * (label_h + bar_h + gap) + label_h
         p50, p90 = row.p50 or 0, row.p90 or 0
-        body.append(
-            f'<text class="category" x="{left - 8}" y="{_num(y + bar_h / 2 + 4)}" text-anchor="end">'
-            f"{escape(row.label[:18])}</text>"
-            f'<rect x="{left}" y="{y}" width="{_num(max(plot_w * p90 / scale_max, 1))}" height="{bar_h}" '
-            f'fill="#A6CDE8"><title>{escape(row.label)} p90: {format_duration(p90)}</title></rect>'
-            f'<rect x="{left}" y="{y + 4}" width="{_num(max(plot_w * p50 / scale_max, 1))}" height="{bar_h - 8}" '
-            f'fill="#0072B2"><title>{escape(row.label)} p50: {format_duration(p50)}</title></rect>'
-            f'<text class="value" x="{_num(left + plot_w * p90 / scale_max + 6)}" y="{_num(y + bar_h / 2 + 4)}">'
-            f"{format_duration(p50)} · {format_duration(p90)} (n={row.count})</text>"
-        )
+        figures = f"{format_duration(p50)} · {format_duration(p90)} (n={row.count})"
+        if compact:
+            body.append(
+                f'<text class="category" x="{left}" y="{y - 4}">{escape(row.label[:26])}</text>'
+                f'<text class="value" x="{width - right}" y="{y - 4}" text-anchor="end">{figures}</text>'
+            )
+        else:
+            body.append(
+                f'<text class="category" x="{left - 8}" y="{_num(y + bar_h / 2 + 4)}" text-anchor="end">'
+                f"{escape(row.label[:18])}</text>"
+                f'<text class="value" x="{_num(left + plot_w * p90 / scale_max + 6)}" '
+                f'y="{_num(y + bar_h / 2 + 4)}">{figures}</text>'
+            )
+        if p90 > 0:
+            body.append(
+                f'<rect x="{left}" y="{y}" width="{_num(max(plot_w * p90 / scale_max, 1))}" height="{bar_h}" '
+                f'fill="#A6CDE8"><title>{escape(row.label)} p90: {format_duration(p90)}</title></rect>'
+            )
+        if p50 > 0:
+            body.append(
+                f'<rect x="{left}" y="{y + 4}" width="{_num(max(plot_w * p50 / scale_max, 1))}" '
+                f'height="{bar_h - 8}" fill="#0072B2"><title>{escape(row.label)} p50: {format_duration(p50)}'
+                f"</title></rect>"
+            )
     description = "; ".join(
         f"{r.label}: median {format_duration(r.p50)}, p90 {format_duration(r.p90)}, {r.count} requests"
         for r in rows

@@ -1,6 +1,7 @@
 """The metrics dashboard (`/dashboard/`, supervisors and staff) and the Prometheus endpoint (`/metrics`)."""
 
 import hmac
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +20,7 @@ from elicitation.queue import access, clock
 from elicitation.queue.keys import bearer_token
 
 WIDE, HALF = 1100, 540  # viewBox widths matching the cards' rendered widths, so text keeps its size
+NARROW = 360  # a card on a 390 px phone
 
 
 def _period_days(request: HttpRequest) -> int:
@@ -35,7 +37,8 @@ def _label_for(period: metrics.Period) -> Any:
 
 
 def build_dashboard(queues: list[Queue], period: metrics.Period, now: datetime) -> dict[str, Any]:
-    """The figures and their charts for these queues over the period."""
+    """The figures and their charts for these queues over the period: each chart drawn for a desktop card and
+    again for a phone's (NARROW), the page showing the one that fits, so text keeps its size on both."""
     slug_of = {q.pk: q.slug for q in queues}
     current = metrics.queues_now(queues, now)
     depth = metrics.depth_over_time(queues, period)
@@ -44,14 +47,7 @@ def build_dashboard(queues: list[Queue], period: metrics.Period, now: datetime) 
     closed = metrics.outcomes(queues, period)
     breaches = metrics.breaches_over_time(queues, period)
     throughput = metrics.reviewer_throughput(queues, period)
-
-    depth_chart = charts.line_chart(
-        "Open requests per queue",
-        depth.times,
-        [charts.Series(slug, values) for slug, values in depth.by_queue.items()],
-        y_label="open requests (peak)",
-        width=WIDE,
-    )
+    reach_spreads = reach_metrics.spreads(queues, period.start, period.end)
 
     def spreads(figures: dict[int, metrics.Latency]) -> list[charts.Spread]:
         return [
@@ -60,39 +56,56 @@ def build_dashboard(queues: list[Queue], period: metrics.Period, now: datetime) 
         ]
 
     queue_ids = sorted(closed, key=lambda queue_id: slug_of[queue_id])
-    outcome_chart = charts.stacked_bars(
-        "Outcomes per queue",
-        [slug_of[queue_id] for queue_id in queue_ids],
-        [
-            charts.Series(
-                outcome,
-                [closed[queue_id][outcome] for queue_id in queue_ids],
-                charts.OUTCOME_COLOURS[outcome],
-            )
-            for outcome in metrics.OUTCOMES
-        ],
-        width=HALF,
-    )
     label = _label_for(period)
-    breach_chart = charts.stacked_bars(
-        "Deadline breaches",
-        [label(start) for start in breaches.bucket_starts],
-        [charts.Series(slug, counts) for slug, counts in breaches.by_queue.items() if any(counts)],
-        horizontal=False,
-        width=HALF,
-    )
     reviewers = list(throughput)
-    throughput_chart = charts.stacked_bars(
-        "Answers per reviewer",
-        reviewers,
-        [
-            charts.Series(
-                action, [throughput[name][action] for name in reviewers], charts.OUTCOME_COLOURS[action]
-            )
-            for action in ("accept", "decline", "cancel")
-        ],
-        width=WIDE,
-    )
+
+    def draw(wide: int, half: int) -> dict[str, Any]:
+        return {
+            "depth": charts.line_chart(
+                "Open requests per queue",
+                depth.times,
+                [charts.Series(slug, values) for slug, values in depth.by_queue.items()],
+                y_label="open requests (peak)",
+                width=wide,
+            ),
+            "first_claim": charts.percentile_chart("Time to first claim", spreads(first_claim), width=half),
+            "completion": charts.percentile_chart("Time to completion", spreads(completion), width=half),
+            "time_to_human": charts.percentile_chart("Time to a human", reach_spreads, width=wide),
+            "outcome": charts.stacked_bars(
+                "Outcomes per queue",
+                [slug_of[queue_id] for queue_id in queue_ids],
+                [
+                    charts.Series(
+                        outcome,
+                        [closed[queue_id][outcome] for queue_id in queue_ids],
+                        charts.OUTCOME_COLOURS[outcome],
+                    )
+                    for outcome in metrics.OUTCOMES
+                ],
+                width=half,
+            ),
+            "breach": charts.stacked_bars(
+                "Deadline breaches",
+                [label(start) for start in breaches.bucket_starts],
+                [charts.Series(slug, counts) for slug, counts in breaches.by_queue.items() if any(counts)],
+                horizontal=False,
+                width=half,
+            ),
+            "throughput": charts.stacked_bars(
+                "Answers per reviewer",
+                reviewers,
+                [
+                    charts.Series(
+                        action,
+                        [throughput[name][action] for name in reviewers],
+                        charts.OUTCOME_COLOURS[action],
+                    )
+                    for action in ("accept", "decline", "cancel")
+                ],
+                width=wide,
+            ),
+        }
+
     all_outcomes = {outcome: sum(by[outcome] for by in closed.values()) for outcome in metrics.OUTCOMES}
     breach_total = sum(sum(counts) for counts in breaches.by_queue.values())
     return {
@@ -106,15 +119,26 @@ def build_dashboard(queues: list[Queue], period: metrics.Period, now: datetime) 
             ),
             ("Deadline breaches", breach_total, "in this period"),
         ],
-        "depth_chart": depth_chart,
-        "first_claim_chart": charts.percentile_chart("Time to first claim", spreads(first_claim), width=HALF),
-        "completion_chart": charts.percentile_chart("Time to completion", spreads(completion), width=HALF),
-        "time_to_human_chart": reach_metrics.chart(queues, period.start, period.end, width=WIDE),
-        "outcome_chart": outcome_chart,
+        "backlog": [
+            BacklogRow(q, metrics.expected_wait_for_arrival(q.queue, now))
+            for q in current
+            if q.queue.pk in slug_of
+        ],
+        "charts": {"wide": draw(WIDE, HALF), "narrow": draw(NARROW, NARROW)},
         "outcome_legend": metrics.OUTCOMES,
-        "breach_chart": breach_chart,
-        "throughput_chart": throughput_chart,
     }
+
+
+@dataclass(frozen=True)
+class BacklogRow:
+    """A queue's open requests now, beside how long a request arriving now would likely wait."""
+
+    now: metrics.QueueNow
+    expected_wait: float | None
+
+    @property
+    def expected_wait_text(self) -> str:
+        return charts.format_duration(self.expected_wait) if self.expected_wait is not None else "no estimate"
 
 
 @never_cache

@@ -26,8 +26,8 @@ from django.db.models import (
     Q,
     QuerySet,
 )
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
-from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -40,7 +40,7 @@ from elicitation.models import (
     Status,
     WebhookDelivery,
 )
-from elicitation.queue import clock, selectors
+from elicitation.queue import clock, expected_wait, selectors
 
 CLOSING_KINDS = ("completed", "expired", "withdrawn")
 BREACH_KINDS = ("expired", "escalated")
@@ -110,7 +110,7 @@ class Latency:
     count: int
 
 
-def _between(start_field: str, end_field: str) -> ExpressionWrapper:
+def _between(start_field: str, end_field: str) -> ExpressionWrapper[CombinedExpression]:
     return ExpressionWrapper(F(end_field) - F(start_field), output_field=DurationField())
 
 
@@ -412,6 +412,19 @@ def queues_now(queues: Iterable[Queue], now: datetime | None = None) -> list[Que
     return [QueueNow(s.queue, s.pending, s.claimed, s.overdue, s.oldest_pending_at) for s in summaries]
 
 
+def expected_wait_for_arrival(queue: Queue, now: datetime) -> float | None:
+    """Seconds a request arriving now (priority 0, the queue's default deadline) would likely wait for its answer,
+    by the estimate agents are given (queue/expected_wait.py); None when the queue's history says nothing."""
+    return expected_wait.expected_wait_seconds(
+        expected_wait.queue_snapshot(queue, now),
+        priority=0,
+        created_at=now,
+        holder=None,
+        deadline=now + timedelta(seconds=queue.default_deadline_seconds),
+        now=now,
+    )
+
+
 # --- Prometheus exposition -------------------------------------------------------------------------------------
 
 
@@ -444,11 +457,20 @@ class ReviewHubCollector(Collector):
         for status in ("pending", "claimed"):
             for q in current:
                 open_requests.add_metric([q.queue.slug, status], getattr(q, status))
+        waits = GaugeMetricFamily(
+            "reviewhub_queue_expected_wait_seconds",
+            "How long a request arriving now would likely wait for its answer (the estimate agents get as "
+            "expectedWaitSeconds); absent for a queue without enough history.",
+            labels=["queue"],
+        )
         for q in current:
             overdue.add_metric([q.queue.slug], q.overdue)
             age = (now - q.oldest_pending_at).total_seconds() if q.oldest_pending_at else 0
             oldest.add_metric([q.queue.slug], max(age, 0))
-        yield from (open_requests, overdue, oldest)
+            wait = expected_wait_for_arrival(q.queue, now)
+            if wait is not None:
+                waits.add_metric([q.queue.slug], wait)
+        yield from (open_requests, overdue, oldest, waits)
 
         closed = CounterMetricFamily(
             "reviewhub_requests_closed_total",
@@ -527,8 +549,3 @@ def registry(now: datetime | None = None) -> CollectorRegistry:
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(ReviewHubCollector(now))
     return scrape
-
-
-def prometheus_text(now: datetime | None = None) -> str:
-    """The figures in the Prometheus text format, as prometheus_client writes it."""
-    return generate_latest(registry(now)).decode()

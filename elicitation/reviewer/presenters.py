@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import User
+
+from elicitation.flows import hosted_flows
 from elicitation.models import Action, ElicitationRequest, ExpiryOutcome, Mode, RequestEvent, Status
 from elicitation.queue import browser_urls, clock, schemas
 
@@ -29,11 +32,11 @@ class PageState:
     notices: list[tuple[str, str]] = field(default_factory=list)  # (level, text)
 
 
-def holds(found: ElicitationRequest, user: Any) -> bool:
+def holds(found: ElicitationRequest, user: User) -> bool:
     return found.status == Status.CLAIMED and found.claimed_by_id == user.pk
 
 
-def held_by_other(found: ElicitationRequest, user: Any, now: datetime) -> bool:
+def held_by_other(found: ElicitationRequest, user: User, now: datetime) -> bool:
     return (
         found.status == Status.CLAIMED
         and found.claimed_by_id != user.pk
@@ -64,7 +67,7 @@ def overdue_notice(found: ElicitationRequest) -> str:
     return f"The deadline passed; the agent is being sent “{outcome}”."
 
 
-def page_state(found: ElicitationRequest, user: Any) -> PageState:
+def page_state(found: ElicitationRequest, user: User) -> PageState:
     now = clock.now()
     overdue = found.is_open and found.deadline <= now
     state = PageState(
@@ -284,6 +287,9 @@ class UrlView:
     warnings: list[str]
     openable: bool
     href: str
+    # ReviewHub's own hosted-flow page ({PUBLIC_URL}/flows/<id>/): shown as ReviewHub's, not as another site, and
+    # without warnings about the operator's own address (plain HTTP or a numeric host in a local setup).
+    hosted_by_reviewhub: bool = False
 
 
 def url_view(url: str) -> UrlView:
@@ -302,8 +308,9 @@ def url_view(url: str) -> UrlView:
             href="",
         )
     host = browser.host
+    ours = hosted_flows.is_flow_url(url)
     warnings = []
-    if browser.scheme != "https":
+    if browser.scheme != "https" and not ours:
         warnings.append("This link is not HTTPS: anything sent through it can be read or changed on the way.")
     if browser_urls.intake_problem(url) is not None:
         warnings.append(
@@ -316,7 +323,7 @@ def url_view(url: str) -> UrlView:
             "The domain uses internationalised (punycode) characters and may imitate another site: "
             f"it is “{host}”, which displays as “{unicode_host}”."
         )
-    if browser.is_ip_address:
+    if browser.is_ip_address and not ours:
         warnings.append(f"The link leads to a numeric address ({host}), not to a named site.")
     if browser.userinfo:
         warnings.append(
@@ -331,6 +338,7 @@ def url_view(url: str) -> UrlView:
         warnings=warnings,
         openable=browser.scheme in browser_urls.WEB_SCHEMES,
         href=browser.href,
+        hosted_by_reviewhub=ours,
     )
 
 

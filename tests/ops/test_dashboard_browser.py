@@ -55,12 +55,14 @@ def test_the_dashboard_draws_a_seeded_history_under_the_csp(live_server, seeded_
             response = page.goto(f"{live_server.url}/dashboard/?days=3")
             assert response is not None and response.status == 200
 
-            charts = page.locator("svg.chart[role=img]")
+            # Each chart is drawn for a desktop card and a phone's; at this width only the desktop ones show.
+            charts = page.locator(".chart-at-wide svg.chart[role=img]")
             assert charts.count() == 7  # with "Time to a human" (ops/reach_metrics.py)
             assert page.locator("svg.chart-empty").count() == 0  # every chart has data to draw
+            assert page.locator(".chart-at-narrow").first.is_hidden()
             # The stylesheet applied (it is the only source of layout under the CSP).
             assert page.locator(".chart-grid").evaluate("e => getComputedStyle(e).display") == "grid"
-            depth_lines = page.locator("svg.chart-line polyline")
+            depth_lines = page.locator(".chart-at-wide svg.chart-line polyline")
             assert depth_lines.count() == 4  # one per scenario queue
             answered = page.locator(".tile").nth(2).locator(".tile-value").inner_text()
             assert int(answered) > 100
