@@ -2,7 +2,7 @@
 
   old  one PUBLISH from the committing thread to channels_redis's group channel (what `publish_now` did, before
        pushes went through the layer's public API)
-  new  `pushes.send_to_group`: the committing thread runs the layer's `group_send` on a borrowed loop
+  new  `pushes.send_to_groups`: the committing thread runs the layer's `group_send` on a borrowed loop
 
 REDIS_URL defaults to Redis db 8 (the bench's); N pushes at RATE per second.
 The sending process keeps an event loop busy (2 ms CPU slices, like a loaded ASGI server) and view threads
@@ -74,7 +74,7 @@ def main():
         client.publish(f"asgi__group__{GROUP}", layer.serialize(message))
 
     def new(message):
-        pushes.send_to_group(GROUP, message)
+        pushes.send_to_groups([(GROUP, message)])
 
     # A busy server loop in this process.
     stop = threading.Event()

@@ -18,7 +18,7 @@ class SharedConnectionPool(redis.ConnectionPool):
     _registry_lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "SharedConnectionPool":  # type: ignore[override]
+    def from_url(cls, url: str, **kwargs: Any) -> "SharedConnectionPool":
         key = (url, repr(sorted(kwargs.items())))
         with cls._registry_lock:
             pool = cls._registry.get(key)

@@ -4,174 +4,31 @@ With nothing set, ReviewHub runs embedded: SQLite (WAL), an in-memory channel la
 `DATABASE_URL` switches to PostgreSQL, `REDIS_URL` to channels_redis and a Celery broker.
 """
 
-import os
-import re
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import dj_database_url
+import django_stubs_ext
 from csp.constants import NONE, SELF
 from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
-from reviewhub.rates import Rate, parse_rate
+from reviewhub.env import (
+    env_bool,
+    env_flow_keys,
+    env_group_queues,
+    env_int,
+    env_ints,
+    env_issuer,
+    env_list,
+    env_origins,
+    env_rate,
+    env_str,
+)
+
+# Lets the code write `admin.ModelAdmin[Agent]` and `forms.ModelForm[Queue]` as the type checker reads them.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use true/false, yes/no, on/off or 1/0.")
-
-
-def env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
-    return value
-
-
-def env_ints(name: str, default: list[int], *, count: int, minimum: int = 0) -> tuple[int, ...]:
-    """`count` comma-separated whole numbers, each at least `minimum`."""
-    raw = os.environ.get(name, "")
-    if not raw.strip():
-        return tuple(default)
-    try:
-        values = tuple(int(item) for item in raw.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != count or min(values) < minimum:
-        raise ImproperlyConfigured(
-            f"{name}={raw!r} must be {count} comma-separated whole numbers of at least {minimum}."
-        )
-    return values
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-def env_origins(name: str) -> list[str]:
-    """Comma-separated web origins, `scheme://host[:port]`, written as browsers send them (lower case, no default
-    port), so that an `Origin` header compares equal: `https://App.example:443` lists `https://app.example`."""
-    origins: list[str] = []
-    for item in env_list(name, []):
-        # Scheme, host (a name, IPv4 or bracketed IPv6), port; nothing after it, not even a slash.
-        match = re.fullmatch(
-            r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(?::([0-9]{1,5}))?", item, re.IGNORECASE
-        )
-        port = int(match.group(3)) if match and match.group(3) else None
-        if match is None or port == 0 or (port is not None and port > 65535):
-            raise ImproperlyConfigured(
-                f"{name} entry {item!r} is not a web origin; write scheme://host[:port] with http or https, "
-                "no path, no trailing slash (e.g. https://app.example.com or http://localhost:5173)."
-            )
-        scheme, host = match.group(1).lower(), match.group(2).lower()
-        default_port = 443 if scheme == "https" else 80
-        origins.append(f"{scheme}://{host}" + ("" if port in (None, default_port) else f":{port}"))
-    return origins
-
-
-def env_rate(name: str, default: str) -> Rate | None:
-    """A request rate such as `600/min` (reviewhub/rates.py), or `off` (None)."""
-    raw = os.environ.get(name, default)
-    try:
-        return parse_rate(raw)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"{name}={raw.strip().lower()!r} is not a rate; use N/second, N/min, N/hour, N/day or off."
-        ) from None
-
-
-def env_issuer(name: str) -> str:
-    """An OpenID Connect issuer, exactly as the provider writes it in its tokens' `iss` (a trailing slash counts):
-    https, or http on a loopback host (a provider on the same machine)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return ""
-    parts = urlsplit(raw)
-    secure = parts.scheme == "https" or (
-        parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
-    )
-    if not secure or not parts.hostname or parts.query or parts.fragment:
-        raise ImproperlyConfigured(
-            f"{name}={raw!r} is not an issuer; write https://host[/path] as the provider's discovery document "
-            "names it (no query, no fragment; http only on a loopback host)."
-        )
-    return raw
-
-
-def env_group_queues(name: str) -> dict[str, tuple[str, ...]]:
-    """`group=queue-slug` or `group=queue-slug:supervisor`, comma-separated; a group may be listed more than once."""
-    mapping: dict[str, list[str]] = {}
-    for item in env_list(name, []):
-        group, sep, target = item.rpartition("=")
-        group, target = group.strip(), target.strip()
-        if not sep or not group or not re.fullmatch(r"[-a-zA-Z0-9_]+", target.removesuffix(":supervisor")):
-            raise ImproperlyConfigured(
-                f"{name} entry {item!r} must be group=queue-slug or group=queue-slug:supervisor."
-            )
-        mapping.setdefault(group, []).append(target)
-    return {group: tuple(targets) for group, targets in mapping.items()}
-
-
-def env_flow_keys(name: str, secret_key: str) -> dict[str, bytes]:
-    """Hosted-flow AES-256-GCM keys from `k2:<base64 32 bytes>,k1:<base64>`; the first encrypts, all decrypt.
-
-    Unset, one key ("derived") is derived from SECRET_KEY with HKDF: fine embedded, but then rotating
-    SECRET_KEY makes stored flow ciphertexts undecryptable, so deployments should set the variable.
-    """
-    import base64
-    import binascii
-    import re
-
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-        hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"reviewhub hosted-flow key v1")
-        return {"derived": hkdf.derive(secret_key.encode())}
-    keys: dict[str, bytes] = {}
-    for index, item in enumerate(raw.split(",")):
-        key_id, sep, encoded = item.strip().partition(":")
-        if not sep or not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", key_id):
-            raise ImproperlyConfigured(
-                f"{name} entry {index + 1} must be <id>:<base64 key>, the id 1-32 letters, digits, _ or -."
-            )
-        if key_id in keys:
-            raise ImproperlyConfigured(f"{name} lists key id {key_id!r} twice.")
-        encoded = encoded.strip()
-        # Standard or URL-safe alphabet; validate=True refuses stray characters instead of skipping them.
-        altchars = b"-_" if "-" in encoded or "_" in encoded else None
-        try:
-            key = base64.b64decode(encoded, altchars=altchars, validate=True)
-        except (binascii.Error, ValueError):
-            raise ImproperlyConfigured(f"{name} key {key_id!r} is not valid base64.") from None
-        if len(key) != 32:
-            raise ImproperlyConfigured(f"{name} key {key_id!r} is {len(key)} bytes; AES-256 needs 32.")
-        keys[key_id] = key
-    return keys
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -327,6 +184,8 @@ REDIS_TIMEOUTS = {
     "socket_timeout": REDIS_OPERATION_TIMEOUT_SECONDS,
 }
 if REDIS_URL:
+    # Pub/sub: no per-channel capacity and no group expiry, which the waiter hub's one channel per process needs, and
+    # it never dropped a push in the bench (docs/operations.md, "The channel layer"; BENCHMARKS.md #6).
     CHANNEL_LAYER_BACKEND = env_str("CHANNEL_LAYER_BACKEND", "channels_redis.pubsub.RedisPubSubChannelLayer")
     layer_host: dict[str, object] = {"address": REDIS_URL, **REDIS_TIMEOUTS}
     if CHANNEL_LAYER_BACKEND == "channels_redis.core.RedisChannelLayer":
@@ -375,6 +234,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 15.0,
     },
     "retry-due-webhooks": {"task": "elicitation.delivery.tasks.retry_due_webhooks", "schedule": 15.0},
+    # Held answers whose undo window closed while their timer's process was gone (normally the timer sends them).
+    "send-held-answers": {"task": "elicitation.delivery.held_answers.send_due_answers", "schedule": 5.0},
     # Reach: the escalation chain (T1, T2), notice retries and per-reviewer e-mail digests.
     "run-escalation-chain": {
         "task": "elicitation.delivery.reach_tasks.run_escalation_chain",
@@ -387,6 +248,9 @@ CELERY_BEAT_SCHEDULE = {
 # never under a test runner unless a test starts it, and off by default with REDIS_URL, where Celery beat runs them.
 PERIODIC_SWEEPS_IN_PROCESS = env_bool("PERIODIC_SWEEPS_IN_PROCESS", not REDIS_URL)
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 5, minimum=1)
+# A reviewer's answer from the request page waits this long, with an Undo, before the agent is told (each
+# reviewer may turn it off in their preferences); 0 turns undo off for everyone (docs/reviewers.md).
+ANSWER_UNDO_SECONDS = env_int("ANSWER_UNDO_SECONDS", 5)
 # Urgent-request emails are batched: the first one in a queue opens a window, one digest lists them all.
 NOTIFICATION_BATCH_SECONDS = env_int("NOTIFICATION_BATCH_SECONDS", 60, minimum=1)
 # Reach (README "Getting reviewers' attention"): Slack app credentials, where its Web API is (tests point it at
@@ -402,6 +266,16 @@ NOTICE_BATCH_SIZE = env_int("NOTICE_BATCH_SIZE", 10, minimum=1)
 NOTICE_BACKOFF_CAP_SECONDS = env_int("NOTICE_BACKOFF_CAP_SECONDS", 900, minimum=1)
 REACH_DIGEST_SECONDS = env_int("REACH_DIGEST_SECONDS", 15 * 60, minimum=1)
 BROWSER_POLL_SECONDS = env_int("BROWSER_POLL_SECONDS", 5, minimum=1)
+# Web Push (docs/reach.md "Web Push"): the VAPID key pair `manage.py generate_vapid_keys` prints (base64url), and
+# the contact push services may write to about this server (mailto: or https:). Unset, push is off.
+WEB_PUSH_VAPID_PRIVATE_KEY = env_str("WEB_PUSH_VAPID_PRIVATE_KEY")
+WEB_PUSH_VAPID_PUBLIC_KEY = env_str("WEB_PUSH_VAPID_PUBLIC_KEY")
+WEB_PUSH_CONTACT = env_str("WEB_PUSH_CONTACT")
+WEB_PUSH_TIMEOUT_SECONDS = env_int("WEB_PUSH_TIMEOUT_SECONDS", 10, minimum=1)
+# A browser's push endpoint is the server's to POST to: in production only to public https hosts.
+WEB_PUSH_ALLOW_PRIVATE_ENDPOINTS = env_bool(
+    "WEB_PUSH_ALLOW_PRIVATE_ENDPOINTS", not env_bool("REVIEWHUB_PRODUCTION", False)
+)
 # Bearer token for Prometheus scraping /metrics; unset, only staff sessions may read it.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 
@@ -469,6 +343,9 @@ if not LOCAL_PASSWORD_LOGIN:
 MCP_RESOURCE_URL = PUBLIC_URL + "/mcp"
 # While ask_reviewer waits for a human, a progress notification every this many seconds keeps the host waiting.
 MCP_PROGRESS_INTERVAL_SECONDS = env_int("MCP_PROGRESS_INTERVAL_SECONDS", 15, minimum=1)
+# Upstream MCP servers fronted at /mcp/gateway/<name>/ (docs/mcp.md, "Gateway"): JSON, name -> {command|url, queue,
+# ...}; checked when the server starts (elicitation/mcp/gateway/config.py). Holds credentials: never logged.
+MCP_GATEWAY_UPSTREAMS = env_str("MCP_GATEWAY_UPSTREAMS", "")
 # RFC 7591 registrations per client address (an IPv6 one by its /64), "off" for none; past it 429 and nothing is
 # stored (elicitation/mcp/oauth_registration.py). Counted in the cache like AGENT_RATE.
 OAUTH_REGISTRATION_RATE = env_rate("OAUTH_REGISTRATION_RATE", "10/hour")

@@ -366,7 +366,8 @@ RECONNECT_SPREAD_SECONDS = 5.0
 def spread_window(spread: float, refusals: int) -> float:
     """The window a reconnect is spread over after `refusals` busy refusals in a row: doubled by each, up to
     SOCKET_RETRY_SLOW_CAP_SECONDS, so the retries of a storm thin out instead of keeping the server busy."""
-    return min(spread * 2 ** min(max(refusals - 1, 0), 16), max(spread, SOCKET_RETRY_SLOW_CAP_SECONDS))
+    doubling: int = 2 ** min(max(refusals - 1, 0), 16)
+    return min(spread * doubling, max(spread, SOCKET_RETRY_SLOW_CAP_SECONDS))
 
 
 class AgentSocket:

@@ -177,17 +177,6 @@ async def ask(
     return await wait_for_answer(hub, request_id, timeout)
 
 
-async def ask_and_wait(
-    hub: Hub, body: Mapping[str, Any], *, idempotency_key: str, timeout: float | None
-) -> types.ElicitResult:
-    """`ask`, with every failure answered `cancel` (the old policy, kept for `on_failure="cancel"`)."""
-    try:
-        return await ask(hub, body, idempotency_key=idempotency_key, timeout=timeout)
-    except BridgeFailure as failure:
-        logger.warning("%s; answering cancel", failure)
-        return types.ElicitResult(action="cancel")
-
-
 async def wait_for_answer(
     hub: Hub, request_id: str, timeout: float | None, *, withdraw_on_cancel: bool = True
 ) -> types.ElicitResult:

@@ -9,7 +9,9 @@ from elicitation.admin import (
     audit_events,  # noqa: F401 - registers the audit trail
     hosted_flows,  # noqa: F401 - registers hosted flows (status only)
     mcp_grants,  # noqa: F401 - registers the MCP OAuth consents
+    passkeys,  # noqa: F401 - registers reviewers' passkeys
     policies,  # noqa: F401 - registers decision policies and rules
+    push_subscriptions,  # noqa: F401 - registers reviewers' Web Push browsers
     queues,  # noqa: F401 - registers queues
     reach,  # noqa: F401 - registers reach rules, escalation policies, reviewer preferences and notices
     requests,  # noqa: F401 - registers elicitation requests
@@ -19,4 +21,4 @@ from elicitation.admin import (
 
 admin.site.site_header = "ReviewHub administration"
 admin.site.site_title = "ReviewHub admin"
-admin.site.index_title = "Operations"
+admin.site.index_title = "Administration"

@@ -23,7 +23,7 @@ def _https_urls(field: Any, **kwargs: Any) -> Any:
     return field.formfield(**kwargs)
 
 
-class AgentForm(forms.ModelForm):
+class AgentForm(forms.ModelForm[Agent]):
     scopes = forms.MultipleChoiceField(
         choices=Scope.choices,
         widget=forms.CheckboxSelectMultiple,
@@ -42,7 +42,7 @@ class AgentStatusFilter(admin.SimpleListFilter):
     title = "key"
     parameter_name = "key"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [("active", "Active"), ("revoked", "Revoked")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -54,7 +54,7 @@ class AgentStatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(admin.ModelAdmin[Agent]):
     form = AgentForm
     list_display = ["name", "key", "queue_list", "scope_list", "active", "created_at", "revoked_at"]
     list_filter = [AgentStatusFilter, "queues"]
@@ -101,7 +101,9 @@ class AgentAdmin(admin.ModelAdmin):
     def active(self, obj: Agent) -> bool:
         return obj.is_active
 
-    def save_model(self, request: HttpRequest, obj: Agent, form: forms.ModelForm, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: Agent, form: forms.ModelForm[Agent], change: bool
+    ) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return

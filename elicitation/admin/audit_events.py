@@ -14,11 +14,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from elicitation.admin.read_only import ReadOnlyMixin
-from elicitation.models import RequestEvent
+from elicitation.models import ElicitationRequest, RequestEvent
 from elicitation.queue import audit
 
 
-class RequestEventInline(ReadOnlyMixin, admin.TabularInline):
+class RequestEventInline(ReadOnlyMixin, admin.TabularInline[RequestEvent, ElicitationRequest]):
     model = RequestEvent
     fields = ("at", "kind", "actor", "from_status", "to_status", "detail")
     readonly_fields = fields
@@ -54,7 +54,7 @@ def _export_response(events: QuerySet[RequestEvent], fmt: str) -> HttpResponse:
 
 
 @admin.register(RequestEvent)
-class RequestEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class RequestEventAdmin(ReadOnlyMixin, admin.ModelAdmin[RequestEvent]):
     list_display = ["id", "at", "request_link", "kind", "actor", "transition", "short_hash"]
     list_filter = ["kind", "actor_type", ("at", DateFieldListFilter)]
     search_fields = ["request__id", "kind", "actor_user__username", "actor_agent__name"]

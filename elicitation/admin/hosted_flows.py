@@ -12,7 +12,7 @@ from elicitation.models import HostedFlow
 
 
 @admin.register(HostedFlow)
-class HostedFlowAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class HostedFlowAdmin(ReadOnlyMixin, admin.ModelAdmin[HostedFlow]):
     """Status only: the ciphertext, nonce and the flow's answers never reach the admin."""
 
     list_display = ["short_id", "request_link", "status", "created_at", "submitted_at", "retrieved_at"]

@@ -13,6 +13,7 @@ from typing import Any, cast
 from django import forms
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.forms.fields import InvalidJSONInput, JSONString
@@ -49,7 +50,7 @@ class RuleJSONField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
-class WrittenByForm(forms.ModelForm):
+class WrittenByForm(forms.ModelForm[Any]):
     """A model form that knows who is saving it; the admin sets `writer` on the class it builds per request."""
 
     writer: Any = None
@@ -89,7 +90,7 @@ class QueuePolicyForm(WrittenByForm):
         return cleaned
 
 
-class RuleWritesChargeReviewerRate(admin.ModelAdmin):
+class RuleWritesChargeReviewerRate(admin.ModelAdmin[Any]):
     """A POST to the add, change or delete page or to the list (its actions) is one call of the staff user's
     REVIEWER_RATE, counted as `ReviewerRateThrottle` counts a rules API call; over it, a 429 page with Retry-After
     before any form is read. Reading is not charged: only the rule writes the API charges for have a door here."""
@@ -152,7 +153,9 @@ class QueuePolicyAdmin(RuleWritesChargeReviewerRate):
 
     def save_model(self, request: HttpRequest, obj: QueuePolicy, form: Any, change: bool) -> None:
         policy = rules.replace_policy(
-            form.cleaned_data.get("queue") or obj.queue, form.cleaned_data["rule_data"], user=request.user
+            form.cleaned_data.get("queue") or obj.queue,
+            form.cleaned_data["rule_data"],
+            user=cast(User, request.user),  # the admin site lets only active staff in
         )
         obj.pk = policy.pk
         obj.refresh_from_db()
@@ -173,6 +176,7 @@ class AnswerRuleForm(WrittenByForm):
             "priority",
             "deadline_seconds",
             "quorum",
+            "step_up",
             "expires_at",
         ]
 
@@ -193,6 +197,7 @@ class AnswerRuleForm(WrittenByForm):
                 "priority": cleaned.get("priority"),
                 "deadline": cleaned.get("deadline_seconds"),
                 "quorum": cleaned.get("quorum"),
+                "step_up": cleaned.get("step_up") or None,
                 "expires_at": cleaned["expires_at"].isoformat() if cleaned.get("expires_at") else None,
             }.items()
             if value is not None
@@ -258,7 +263,7 @@ class AnswerRuleAdmin(RuleWritesChargeReviewerRate):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):
+class ApprovalAdmin(admin.ModelAdmin[Approval]):
     list_display = ("request", "reviewer", "group", "at")
     list_filter = ("group",)
 

@@ -21,7 +21,7 @@ def _duration(seconds: int | None) -> str:
     return f"{seconds} s"
 
 
-class QueueForm(forms.ModelForm):
+class QueueForm(forms.ModelForm[Queue]):
     class Meta:
         model = Queue
         fields = [
@@ -47,7 +47,7 @@ class QueueForm(forms.ModelForm):
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(admin.ModelAdmin[Queue]):
     form = QueueForm
     list_display = [
         "slug",

@@ -8,14 +8,14 @@ from elicitation.models import EscalationPolicy, Notice, ReachRule, ReviewerReac
 
 
 @admin.register(ReachRule)
-class ReachRuleAdmin(admin.ModelAdmin):
+class ReachRuleAdmin(admin.ModelAdmin[ReachRule]):
     list_display = ("queue", "tier", "channel", "audience", "slack_channel", "min_priority")
     list_filter = ("channel", "tier", "audience")
     filter_horizontal = ("people",)
 
 
 @admin.register(EscalationPolicy)
-class EscalationPolicyAdmin(admin.ModelAdmin):
+class EscalationPolicyAdmin(admin.ModelAdmin[EscalationPolicy]):
     list_display = (
         "queue",
         "unclaimed_after_seconds",
@@ -40,13 +40,13 @@ class EscalationPolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReviewerReach)
-class ReviewerReachAdmin(admin.ModelAdmin):
+class ReviewerReachAdmin(admin.ModelAdmin[ReviewerReach]):
     list_display = ("user", "time_zone", "quiet_start", "quiet_end", "email_mode", "slack_user_id")
     search_fields = ("user__username", "slack_user_id")
 
 
 @admin.register(Notice)
-class NoticeAdmin(admin.ModelAdmin):
+class NoticeAdmin(admin.ModelAdmin[Notice]):
     """What was sent to whom: the trail of notifications, never edited by hand."""
 
     list_display = ("request", "channel", "recipient", "tier", "status", "reason", "attempts", "sent_at")

@@ -3,10 +3,11 @@ collected by a hosted flow are never shown, and opening a request is written to 
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.filters import DateFieldListFilter
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -24,7 +25,7 @@ HIDDEN = "(hidden: collected by a hosted flow)"
 
 
 @admin.register(ElicitationRequest)
-class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin[ElicitationRequest]):
     list_display = ["excerpt", "queue", "agent", "status", "action", "priority", "age", "claimed_by"]
     list_display_links = ["excerpt"]
     list_filter = ["status", "queue", "agent", ("created_at", DateFieldListFilter), "action", "mode"]
@@ -183,7 +184,8 @@ class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
             # An operator reading a request is a sensitive view like a reviewer's: it goes in the audit.
             viewed = ElicitationRequest.objects.filter(pk=object_id).first()
             if viewed is not None:
-                audit.record_view(viewed, user=request.user)
+                # The admin site lets only active staff in: the user is an account.
+                audit.record_view(viewed, user=cast(User, request.user))
         return response
 
     @admin.action(description="Expire now (apply the queue's expiry outcome)", permissions=["expire"])
@@ -191,7 +193,7 @@ class ElicitationRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         self._each(
             request,
             queryset,
-            lambda pk: transitions.expire_request(pk, actor_user=request.user),
+            lambda pk: transitions.expire_request(pk, actor_user=cast(User, request.user)),
             "expired or escalated",
         )
 

@@ -29,7 +29,7 @@ def issued_keys_response(
 
 def confirm_response(
     request: HttpRequest,
-    modeladmin: admin.ModelAdmin,
+    modeladmin: admin.ModelAdmin[Any],
     queryset: QuerySet[Any],
     *,
     action: str,

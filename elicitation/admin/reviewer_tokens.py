@@ -14,14 +14,14 @@ from elicitation.models import ReviewerToken
 from elicitation.queue import accounts
 
 
-class ReviewerTokenForm(forms.ModelForm):
+class ReviewerTokenForm(forms.ModelForm[ReviewerToken]):
     class Meta:
         model = ReviewerToken
         fields = ["user", "name"]
 
 
 @admin.register(ReviewerToken)
-class ReviewerTokenAdmin(admin.ModelAdmin):
+class ReviewerTokenAdmin(admin.ModelAdmin[ReviewerToken]):
     form = ReviewerTokenForm
     list_display = ["user", "name", "token", "created_at", "revoked_at"]
     list_filter = [AgentStatusFilter]
@@ -40,7 +40,7 @@ class ReviewerTokenAdmin(admin.ModelAdmin):
         return f"rhr_{obj.key_prefix}_…" if obj.key_prefix else "-"
 
     def save_model(
-        self, request: HttpRequest, obj: ReviewerToken, form: forms.ModelForm, change: bool
+        self, request: HttpRequest, obj: ReviewerToken, form: forms.ModelForm[ReviewerToken], change: bool
     ) -> None:
         if change:
             super().save_model(request, obj, form, change)

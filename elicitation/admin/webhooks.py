@@ -10,7 +10,7 @@ from elicitation.models import WebhookDelivery
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin[WebhookDelivery]):
     list_display = [
         "short_id",
         "agent",

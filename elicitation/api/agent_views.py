@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from elicitation.api import serializers as s
 from elicitation.api.authentication import AgentKeyAuthentication, IsAgent
+from elicitation.api.create_body import create_arguments, idempotency_key
 from elicitation.api.throttling import AgentRateThrottle
 from elicitation.delivery import tickets
 from elicitation.models import Agent, ElicitationRequest
@@ -63,26 +64,13 @@ class RequestListView(AgentAPIView):
         summary="Queue an MCP elicitation for a human reviewer",
     )
     def post(self, request: Request) -> Response:
-        body = s.CreateRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        idempotency_key = request.headers.get("Idempotency-Key") or None
-        if idempotency_key is not None and len(idempotency_key) > 200:
-            raise InvalidInput("Idempotency-Key is too long.", {"Idempotency-Key": "at most 200 characters"})
+        arguments = create_arguments(request.data)
+        key = idempotency_key(request.headers)
         created_request, created = transitions.create_request(
             agent=self.agent,
-            queue_slug=data["queue"],
-            message=data["message"],
-            mode=data["mode"],
-            requested_schema=data.get("requestedSchema"),
-            url=data.get("url", ""),
-            elicitation_id=data.get("elicitationId", ""),
-            context=data.get("context"),
-            callback_url=data.get("callbackUrl", ""),
-            priority=data["priority"],
-            expires_in=data.get("expiresIn"),
-            idempotency_key=idempotency_key,
-            fingerprint=transitions.body_fingerprint(dict(request.data)) if idempotency_key else "",
+            **arguments,
+            idempotency_key=key,
+            fingerprint=transitions.body_fingerprint(dict(request.data)) if key else "",
         )
         return Response(
             s.RequestSerializer(created_request).data,

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
@@ -65,6 +66,12 @@ class SessionAuthentication(authentication.SessionAuthentication):
 class IsAgent(permissions.BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         return isinstance(request.auth, Agent)
+
+
+class ReviewerRequest(Request):
+    """A `Request` that `IsReviewer` has let through: `user` is a reviewer's account. For the type checker only."""
+
+    user: User
 
 
 class IsReviewer(permissions.BasePermission):

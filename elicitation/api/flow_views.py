@@ -4,7 +4,6 @@ value once. The retrieve response is the only response that ever carries a flow'
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -12,29 +11,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from elicitation.api.agent_views import AgentAPIView
-from elicitation.api.serializers import MAX_EXPIRES_IN, ErrorSerializer, StrictSerializer, http_url
+from elicitation.api.create_body import flow_arguments, idempotency_key
+from elicitation.api.serializers import CreateFlowSerializer, ErrorSerializer
 from elicitation.flows import hosted_flows
 from elicitation.models import HostedFlow
 from elicitation.queue import clock, transitions
-from elicitation.queue.errors import InvalidInput
 
 ERRORS = {code: OpenApiResponse(ErrorSerializer) for code in (400, 401, 403, 404, 409, 410)}
 
 
-class CreateFlowSerializer(StrictSerializer):
-    message = serializers.CharField(max_length=settings.MAX_MESSAGE_LENGTH, trim_whitespace=False)
-    requestedSchema = serializers.DictField(
-        help_text='MCP requestedSchema subset; text properties may carry "sensitive": true.'
-    )
-    queue = serializers.SlugField(max_length=64)
-    elicitationId = serializers.CharField(required=False, max_length=200)
-    priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
-    expiresIn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_EXPIRES_IN)
-    context = serializers.DictField(required=False)  # type: ignore[assignment]  # DRF pops declared fields
-    callbackUrl = serializers.CharField(required=False, max_length=2048, validators=[http_url])
-
-
-class UrlElicitationSerializer(serializers.Serializer):
+class UrlElicitationSerializer(serializers.Serializer[Any]):
     """The MCP ElicitRequestURLParams an MCP server sends its client for this flow."""
 
     mode = serializers.CharField()
@@ -43,7 +29,7 @@ class UrlElicitationSerializer(serializers.Serializer):
     elicitationId = serializers.CharField()
 
 
-class FlowSerializer(serializers.Serializer):
+class FlowSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     url = serializers.SerializerMethodField()
     requestId = serializers.UUIDField(source="request_id")
@@ -75,7 +61,7 @@ class FlowSerializer(serializers.Serializer):
         }
 
 
-class RetrievedFlowSerializer(serializers.Serializer):
+class RetrievedFlowSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     content = serializers.DictField(help_text="The submitted values, MCP content shape. Returned once.")
 
@@ -97,25 +83,14 @@ class FlowListView(FlowAPIView):
         summary="Open a hosted secret flow (a URL-mode request whose URL is ReviewHub's own flow page)",
     )
     def post(self, request: Request) -> Response:
-        body = CreateFlowSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        idempotency_key = request.headers.get("Idempotency-Key") or None
-        if idempotency_key is not None and len(idempotency_key) > 200:
-            raise InvalidInput("Idempotency-Key is too long.", {"Idempotency-Key": "at most 200 characters"})
+        arguments = flow_arguments(request.data)
+        key = idempotency_key(request.headers)
         flow, created = hosted_flows.create_hosted_flow(
             agent=self.agent,
-            queue_slug=data["queue"],
-            message=data["message"],
-            requested_schema=data["requestedSchema"],
-            context=data.get("context"),
-            callback_url=data.get("callbackUrl", ""),
-            priority=data["priority"],
-            expires_in=data.get("expiresIn"),
-            elicitation_id=data.get("elicitationId", ""),
-            idempotency_key=idempotency_key,
+            **arguments,
+            idempotency_key=key,
             # Marked as a flow body so the same key and body on /requests is a conflict, not a replay.
-            fingerprint=transitions.body_fingerprint({"flow": request.data}) if idempotency_key else "",
+            fingerprint=transitions.body_fingerprint({"flow": request.data}) if key else "",
         )
         return Response(
             FlowSerializer(flow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK

@@ -10,7 +10,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from elicitation.api import serializers as s
-from elicitation.api.authentication import IsReviewer, ReviewerTokenAuthentication, SessionAuthentication
+from elicitation.api.authentication import (
+    IsReviewer,
+    ReviewerRequest,
+    ReviewerTokenAuthentication,
+    SessionAuthentication,
+)
 from elicitation.api.throttling import ReviewerRateThrottle
 from elicitation.models import TERMINAL_STATUSES, ElicitationRequest, Queue, Status
 from elicitation.queue import access, audit, selectors, transitions
@@ -44,7 +49,7 @@ class QueueListView(ReviewerAPIView):
         responses={200: s.QueueSummarySerializer(many=True), **ERRORS},
         summary="Queues this reviewer belongs to, with counts",
     )
-    def get(self, request: Request) -> Response:
+    def get(self, request: ReviewerRequest) -> Response:
         return Response(s.QueueSummarySerializer(selectors.queue_summaries(request.user), many=True).data)
 
 
@@ -91,7 +96,7 @@ class ClaimNextView(ReviewerAPIView):
         responses={200: s.ReviewRequestSerializer, 204: None, **ERRORS},
         summary="Claim the queue's most urgent pending request (204 when none is waiting)",
     )
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: ReviewerRequest, slug: str) -> Response:
         queue = self.reviewable_queue(slug)
         claimed = transitions.claim_next(queue, user=request.user)
         if claimed is None:
@@ -105,7 +110,7 @@ class ReviewRequestDetailView(ReviewerAPIView):
         responses={200: s.ReviewRequestSerializer, **ERRORS},
         summary="A request as the reviewer sees it, with questions and shared drafts",
     )
-    def get(self, request: Request, request_id: UUID) -> Response:
+    def get(self, request: ReviewerRequest, request_id: UUID) -> Response:
         found = self.reviewable_request(request_id)
         audit.record_view(found, user=request.user)  # a sensitive view is audited, explicitly
         return self.answer(found)
@@ -146,7 +151,7 @@ class DraftView(ReviewerAPIView):
         responses={200: s.DraftSerializer, **ERRORS},
         summary="Save one question's shared draft, submitted answer or skip",
     )
-    def post(self, request: Request, request_id: UUID) -> Response:
+    def post(self, request: ReviewerRequest, request_id: UUID) -> Response:
         self.reviewable_request(request_id)
         body = s.SaveDraftSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -167,7 +172,7 @@ class RespondView(ReviewerAPIView):
         responses={200: s.ReviewRequestSerializer, **ERRORS},
         summary="Answer: accept with content (or the submitted drafts), decline or cancel",
     )
-    def post(self, request: Request, request_id: UUID) -> Response:
+    def post(self, request: ReviewerRequest, request_id: UUID) -> Response:
         found = self.reviewable_request(request_id)
         body = s.RespondSerializer(data=request.data)
         body.is_valid(raise_exception=True)

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from elicitation.api import serializers as s
+from elicitation.api.authentication import ReviewerRequest
 from elicitation.api.parsers import SafeJSONRenderer
 from elicitation.api.reviewer_views import ReviewerAPIView
 from elicitation.models import AnswerRule, Queue
@@ -106,7 +107,7 @@ class QueueRulesView(RulesAPIView):
         responses={200: RULE_FILE, **ERRORS},
         summary="Supervisor: replace the queue's policy and rules with a rule file (JSON or YAML)",
     )
-    def put(self, request: Request, slug: str) -> Response:
+    def put(self, request: ReviewerRequest, slug: str) -> Response:
         queue = self.queue_for_writing(slug)
         rules.replace_policy(queue, request.data, user=request.user)
         return Response(rules.policy_data(queue))
@@ -117,7 +118,7 @@ class QueueRulesView(RulesAPIView):
         responses={201: RULE, **ERRORS},
         summary="Supervisor: append one rule after the queue's last",
     )
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: ReviewerRequest, slug: str) -> Response:
         queue = self.queue_for_writing(slug)
         rule = rules.add_rule(queue, request.data, user=request.user)
         return Response(rule_view(rule), status=status.HTTP_201_CREATED)
@@ -134,7 +135,7 @@ class QueueRuleView(RulesAPIView):
         responses={200: RULE, **ERRORS},
         summary="Supervisor: rewrite one rule (its place in the order stays)",
     )
-    def put(self, request: Request, slug: str, rule_id: int) -> Response:
+    def put(self, request: ReviewerRequest, slug: str, rule_id: int) -> Response:
         rule = self.rule(self.queue_for_writing(slug), rule_id)
         return Response(rule_view(rules.update_rule(rule, request.data, user=request.user)))
 

@@ -29,13 +29,13 @@ MAX_EXPIRES_IN = 30 * 24 * 3600
 IGNORED_KEYS = {"_meta"}
 
 
-class ShallowFieldCopies(serializers.Serializer):
+class ShallowFieldCopies(serializers.Serializer[Any]):
     """DRF deep-copies every declared field for each serializer instance, which re-runs each field's `__init__`:
     on `POST /api/v1/requests` that was 17 % of the view's CPU in-process. A declared field holds no per-instance
     state until it is bound, so each instance gets a shallow copy to bind instead. Nested serializers keep DRF's
     deep copy: their own bound fields and validation state are per instance."""
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         return {
             name: copy.deepcopy(field) if isinstance(field, serializers.BaseSerializer) else copy.copy(field)
             for name, field in self._declared_fields.items()
@@ -108,6 +108,19 @@ class CreateRequestSerializer(StrictSerializer):
             if "requestedSchema" in attrs:
                 raise serializers.ValidationError({"requestedSchema": "only allowed in form mode"})
         return attrs
+
+
+class CreateFlowSerializer(StrictSerializer):
+    message = serializers.CharField(max_length=settings.MAX_MESSAGE_LENGTH, trim_whitespace=False)
+    requestedSchema = serializers.DictField(
+        help_text='MCP requestedSchema subset; text properties may carry "sensitive": true.'
+    )
+    queue = serializers.SlugField(max_length=64)
+    elicitationId = serializers.CharField(required=False, max_length=200)
+    priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
+    expiresIn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_EXPIRES_IN)
+    context = serializers.DictField(required=False)  # type: ignore[assignment]  # DRF pops declared fields
+    callbackUrl = serializers.CharField(required=False, max_length=2048, validators=[http_url])
 
 
 class ElicitResultSerializer(ShallowFieldCopies):

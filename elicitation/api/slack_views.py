@@ -11,10 +11,10 @@ reviewer API and the pages draw on (`reviewer_over_rate`).
 """
 
 import logging
-from typing import Any
 from urllib.parse import parse_qs
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -69,7 +69,7 @@ def parsed_payload(text: str) -> object:
         raise InvalidInput("`payload` must be JSON.", {field: refused.reason}) from None
 
 
-def reviewer_over_rate(user: Any) -> str | None:
+def reviewer_over_rate(user: User) -> str | None:
     """One call against the reviewer's REVIEWER_RATE, counted as `ReviewerRateThrottle` counts an API call: None
     within it, else the API's words for the refusal, which name the seconds to wait."""
     rate = getattr(settings, throttling.ReviewerRateThrottle.rate_setting, None)

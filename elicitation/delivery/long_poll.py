@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 from uuid import UUID
 
-from django.conf import settings
 from django.urls import Resolver404, resolve
 
 from elicitation.delivery import waiters
@@ -38,49 +37,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DB_RETRY_PAUSE_SECONDS = 0.5
 
 
-async def wait_until(
-    group: str,
-    seconds: float,
-    is_done: Callable[[], Awaitable[bool]],
-    settles: Callable[[Message], bool] = lambda message: False,
-) -> None:
-    """Return when `is_done()` holds or `seconds` pass; look again on any push to `group`. A push for which
-    `settles(message)` holds ends the wait at once: the database read that follows would only confirm it.
-
-    The general form, one database read per look; the agent API's waits (`wait_for_request`, `wait_for_feed`) are
-    rechecked together by the process's hub instead. Listening goes through the hub too: one membership of
-    `group` per process. A channel layer that is down is not an error here: the wait just polls the database."""
-    hub = waiters.hub()
-    loop = asyncio.get_running_loop()
-    give_up_at = loop.time() + seconds
-    settled = asyncio.Event()
-    pushed = asyncio.Event()
-
-    def listener(message: Message) -> None:
-        (settled if settles(message) else pushed).set()
-
-    await hub.listen(group, listener)
-    try:
-        while not settled.is_set() and not await check_tolerating_blips(is_done):
-            remaining = give_up_at - loop.time()
-            if remaining <= 0:
-                return
-            pushed.clear()
-            woken = asyncio.ensure_future(pushed.wait())
-            ended = asyncio.ensure_future(settled.wait())
-            try:
-                await asyncio.wait(
-                    {woken, ended},
-                    timeout=min(remaining, settings.LONG_POLL_RECHECK_SECONDS),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            finally:
-                woken.cancel()
-                ended.cancel()
-    finally:
-        hub.unlisten(group, listener)
-
-
 async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool:
     """`is_done()`, retried once after a short pause if the database fails. A waiter that gives up on the first
     error answers its agent early with a still-open request (the agent then polls again); a database that is
@@ -91,9 +47,6 @@ async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool
         logger.warning("long-poll database check failed (%s); retrying once", type(exc).__name__)
         await asyncio.sleep(DB_RETRY_PAUSE_SECONDS)
         return await is_done()
-
-
-closes_the_request = waiters.closes_the_request
 
 
 async def wait_for_request(agent_id: int, request_id: Any, seconds: float) -> None:

@@ -221,10 +221,6 @@ def send_in_place(group: str, message: dict[str, Any]) -> None:
         )
 
 
-def send_to_group(group: str, message: dict[str, Any]) -> None:
-    send_to_groups([(group, message)])
-
-
 def send_to_groups(batch: list[Push]) -> None:
     """Best effort: a push that fails is recovered by the durable feed and the long-poll recheck. The in-memory
     layer's queues belong to the server's loop (PushSender); a networked layer (channels_redis) is sent to from

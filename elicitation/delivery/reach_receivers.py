@@ -37,7 +37,7 @@ def _has_rules(queue_id: int, tier: int) -> bool:
 
 def _notify_after_commit(request: ElicitationRequest, tier: int) -> None:
     # A create read its queue with `arrival_reach` (queue/transitions.postable_queue): no query of its own here.
-    queue = ElicitationRequest._meta.get_field("queue").get_cached_value(request, None)  # type: ignore[union-attr]
+    queue = ElicitationRequest._meta.get_field("queue").get_cached_value(request, None)
     known = getattr(queue, "arrival_reach", None) if tier == 0 else None
     if not (known if known is not None else _has_rules(request.queue_id, tier)):
         return

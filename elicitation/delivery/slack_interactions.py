@@ -15,11 +15,12 @@ objects or a date-time past year 9999 is a 400 naming the field, never an Attrib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import jsonschema_rs
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
 from slack_sdk.errors import SlackApiError
 
@@ -146,7 +147,7 @@ def check_payload(payload: Any) -> dict[str, Any]:
         raise InvalidInput(
             "The Slack payload is not in the shape Slack sends.", dict(sorted(problems.items()))
         )
-    return payload  # an object: PAYLOAD_SCHEMA says so first
+    return cast("dict[str, Any]", payload)  # an object: PAYLOAD_SCHEMA says so first
 
 
 # --- answering ----------------------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ def _authorised(payload: dict[str, Any], request: ElicitationRequest | None) -> 
     return user
 
 
-def answer(request: ElicitationRequest, user: Any, action: str, content: dict[str, Any] | None) -> None:
+def answer(request: ElicitationRequest, user: User, action: str, content: dict[str, Any] | None) -> None:
     """Claim and answer in one transaction: if the answer is refused, the claim is not left behind."""
     with transaction.atomic():
         transitions.claim_request(request.pk, user=user)

@@ -320,7 +320,7 @@ class TwistedWriteWatch:
         pass
 
 
-class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
+class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """AsyncJsonWebsocketConsumer with untrusted-frame handling and a channel layer allowed to fail."""
 
     groups_wanted: set[str]
@@ -531,6 +531,3 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):
             return False
         self.wake.clear()
         return True
-
-    async def layer_probe(self, message: dict[str, Any]) -> None:
-        """The watch's probe, should this socket ever be in its group: nothing to do."""

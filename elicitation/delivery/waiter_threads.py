@@ -4,7 +4,7 @@ periodic rechecks are batched by the hub (waiters.py), so the threads serve one 
 
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from channels.db import DatabaseSyncToAsync
 
@@ -17,4 +17,6 @@ waiter_pool = ThreadPoolExecutor(max_workers=WAITER_DB_THREADS, thread_name_pref
 def database_call(func: Callable[..., T], executor: Any = waiter_pool) -> Callable[..., Awaitable[T]]:
     """`func` as a coroutine on `executor` (the shared waiter pool unless told otherwise); connections are closed
     or kept as CONN_MAX_AGE says, exactly as after a request."""
-    return DatabaseSyncToAsync(func, thread_sensitive=False, executor=executor)
+    return cast(
+        "Callable[..., Awaitable[T]]", DatabaseSyncToAsync(func, thread_sensitive=False, executor=executor)
+    )

@@ -185,12 +185,6 @@ class SpacedReads(Generic[K, V]):
 # --- what a push means ---------------------------------------------------------------------------------------
 
 
-def closes_the_request(message: Message) -> bool:
-    """A request-page push saying the request left the open statuses (the wait's answer is then ready)."""
-    request = message.get("request") if message.get("type") == "request.update" else None
-    return isinstance(request, dict) and request.get("status") not in (None, *OPEN_STATUSES)
-
-
 def event_closes(message: Message, request_id: str) -> bool:
     """An `agent.event` push saying the request `request_id` left the open statuses. Every transition that closes a
     request tells its agent (outbox), so a long-poll can listen on its agent's group instead of the request's."""

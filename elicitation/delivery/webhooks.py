@@ -201,11 +201,6 @@ def resolve_callback(url: str) -> tuple[str | None, str | None]:
     return (str(addresses[0]) if addresses else None), None
 
 
-def private_address_of(url: str) -> str | None:
-    """The first non-public address `url`'s host resolves to, or None (see resolve_callback)."""
-    return resolve_callback(url)[1]
-
-
 def pinned_target(url: str, address: str) -> tuple[str, dict[str, str], dict[str, Any]]:
     """`url` rewritten to connect to `address`, the one that was checked, so a name re-pointed between the check
     and the connection (DNS rebinding) is never asked again. The Host header and, for https, the TLS server name

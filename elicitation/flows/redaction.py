@@ -53,11 +53,6 @@ def attach_to_request(request: Any, values: Iterable[Any]) -> None:
     setattr(request, REQUEST_ATTRIBUTE, (*getattr(request, REQUEST_ATTRIBUTE, ()), *_usable(values)))
 
 
-def sensitive_values(questions: Iterable[Any], content: dict[str, Any]) -> list[str]:
-    """The submitted values of a form's sensitive questions (text answers, so plain strings)."""
-    return [str(content[q.id]) for q in questions if getattr(q, "sensitive", False) and q.id in content]
-
-
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     cleaned = API_KEY_PATTERN.sub(lambda m: m.group(1) + REDACTED, text)
     # Longest first, so a secret containing another is removed whole.

@@ -81,10 +81,6 @@ def current_caller() -> Caller:
     return Caller(int(token.client_id), queues)
 
 
-def current_agent_id() -> int:
-    return current_caller().agent_id
-
-
 def load_agent(agent_id: int) -> Agent:
     agent = Agent.objects.filter(pk=agent_id, revoked_at__isnull=True).first()
     if agent is None:

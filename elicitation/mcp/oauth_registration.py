@@ -72,7 +72,7 @@ def registration_refused(retry_after: int) -> JsonResponse:
     return response
 
 
-class McpClientRegistrationView(DynamicClientRegistrationView):
+class McpClientRegistrationView(DynamicClientRegistrationView):  # type: ignore[misc]
     """DOT's RFC 7591 endpoint, counted per client address before any of its work is done."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -1,8 +1,8 @@
 """What each tool does, in the core's own terms: the synchronous halves (ORM, services) and the wait for an answer.
 
 Every write goes through `elicitation.queue.transitions` (or `flows.hosted_flows`), exactly as the REST API does;
-input is checked by the REST API's own serializers, so limits, URL checks and error codes are the same on both
-doors."""
+a create's body is mapped by `api/create_body.py`, as REST's is, so limits, URL checks and error codes are the same on
+both doors."""
 
 import asyncio
 import contextlib
@@ -14,9 +14,8 @@ import anyio
 from django.conf import settings
 from mcp.server.mcpserver import Context
 
-from elicitation.api import serializers as s
+from elicitation.api.create_body import create_arguments, flow_arguments
 from elicitation.api.errors import invalid_input
-from elicitation.api.flow_views import CreateFlowSerializer
 from elicitation.delivery.long_poll import wait_for_request
 from elicitation.flows import hosted_flows
 from elicitation.mcp.callers import Caller, load_agent
@@ -31,11 +30,6 @@ TERMINAL = ("completed", "expired", "withdrawn")
 
 def wait_cap(seconds: int) -> int:
     return selectors.long_poll_cap(seconds)
-
-
-def _invalid(serializer: Any) -> DomainError:
-    # REST's words and field paths for the same refusal: `POST /api/v1/requests` answers this very body.
-    return invalid_input(serializer.errors)
 
 
 def queue_infos(caller: Caller) -> list[QueueInfo]:
@@ -63,42 +57,16 @@ def queue_infos(caller: Caller) -> list[QueueInfo]:
 
 
 def create_request(caller: Caller, body: dict[str, Any]) -> ReviewRequest:
-    envelope = s.CreateRequestSerializer(data=body)
-    if not envelope.is_valid():
-        raise _invalid(envelope)
-    data = envelope.validated_data
-    caller.check_queue(data["queue"])
-    request, _ = transitions.create_request(
-        agent=load_agent(caller.agent_id),
-        queue_slug=data["queue"],
-        message=data["message"],
-        mode=data["mode"],
-        requested_schema=data.get("requestedSchema"),
-        url=data.get("url", ""),
-        elicitation_id=data.get("elicitationId", ""),
-        context=data.get("context"),
-        priority=data["priority"],
-        expires_in=data.get("expiresIn"),
-    )
+    arguments = create_arguments(body)
+    caller.check_queue(arguments["queue_slug"])
+    request, _ = transitions.create_request(agent=load_agent(caller.agent_id), **arguments)
     return represent(request)
 
 
 def open_secret_flow(caller: Caller, body: dict[str, Any]) -> tuple[str, ReviewRequest]:
-    envelope = CreateFlowSerializer(data=body)
-    if not envelope.is_valid():
-        raise _invalid(envelope)
-    data = envelope.validated_data
-    caller.check_queue(data["queue"])
-    flow, _ = hosted_flows.create_hosted_flow(
-        agent=load_agent(caller.agent_id),
-        queue_slug=data["queue"],
-        message=data["message"],
-        requested_schema=data["requestedSchema"],
-        context=data.get("context"),
-        priority=data["priority"],
-        expires_in=data.get("expiresIn"),
-        elicitation_id=data.get("elicitationId", ""),
-    )
+    arguments = flow_arguments(body)
+    caller.check_queue(arguments["queue_slug"])
+    flow, _ = hosted_flows.create_hosted_flow(agent=load_agent(caller.agent_id), **arguments)
     return str(flow.pk), represent(flow.request)
 
 

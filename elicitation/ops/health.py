@@ -13,7 +13,7 @@ def database_ok() -> bool:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-            return cursor.fetchone() == (1,)
+            return bool(cursor.fetchone() == (1,))
     except Exception:
         return False
 
@@ -26,7 +26,7 @@ async def channel_layer_ok() -> bool:
         channel = await layer.new_channel()
         await layer.send(channel, {"type": "health.ping"})
         message = await asyncio.wait_for(layer.receive(channel), timeout=2)
-        return message.get("type") == "health.ping"
+        return bool(message.get("type") == "health.ping")
     except Exception:
         return False
 

@@ -99,9 +99,10 @@ def _unreported_deadline_near(queue: Queue, now: datetime) -> list[ElicitationRe
 
 
 def _last_digest_at(queue: Queue) -> datetime | None:
-    return RequestEvent.objects.filter(request__queue=queue, kind__in=NOTIFIED_KINDS).aggregate(
-        last=Max("at")
-    )["last"]
+    last: datetime | None = RequestEvent.objects.filter(
+        request__queue=queue, kind__in=NOTIFIED_KINDS
+    ).aggregate(last=Max("at"))["last"]
+    return last
 
 
 def _recipients(queue: Queue) -> list[str]:

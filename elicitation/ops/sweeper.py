@@ -38,16 +38,9 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_registry: dict[str, SweepFunction] = {}
-
-
-def register_sweep(name: str, function: SweepFunction) -> None:
-    """Add a sweep beyond the beat schedule's (a function returning how many rows it changed)."""
-    _registry[name] = function
-
 
 def registered_sweeps() -> dict[str, SweepFunction]:
-    """Every task in CELERY_BEAT_SCHEDULE, then any registered extra: the embedded deployment sweeps exactly
+    """Every task in CELERY_BEAT_SCHEDULE: the embedded deployment sweeps exactly
     what Celery beat runs in the services deployment, so the two cannot drift apart."""
     sweeps: dict[str, SweepFunction] = {}
     schedule: dict[str, dict[str, Any]] = settings.CELERY_BEAT_SCHEDULE
@@ -61,7 +54,6 @@ def registered_sweeps() -> dict[str, SweepFunction]:
         args, kwargs = tuple(entry.get("args", ())), dict(entry.get("kwargs", {}))
         # Calling a Celery task object runs its body here and now, in this process: no broker involved.
         sweeps[path.rsplit(".", 1)[-1]] = partial(task, *args, **kwargs)
-    sweeps.update(_registry)
     return sweeps
 
 

@@ -3,16 +3,16 @@
 Rules answer with the domain's errors (a missing row and another team's row look different only to those allowed
 to see the difference); each surface maps those errors once (api/errors.py, reviewer/errors.py, …)."""
 
-from typing import Any
 from uuid import UUID
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet
 
 from elicitation.models import ElicitationRequest, Queue
 from elicitation.queue.errors import AccessDenied, NotFoundError
 
 
-def can_review(user: Any, queue: Queue) -> bool:
+def can_review(user: User | AnonymousUser | None, queue: Queue) -> bool:
     if not user or not user.is_authenticated:
         return False
     if user.is_staff:
@@ -20,13 +20,13 @@ def can_review(user: Any, queue: Queue) -> bool:
     return queue.members.filter(pk=user.pk).exists() or queue.supervisors.filter(pk=user.pk).exists()
 
 
-def can_supervise(user: Any, queue: Queue) -> bool:
+def can_supervise(user: User | AnonymousUser | None, queue: Queue) -> bool:
     if not user or not user.is_authenticated:
         return False
     return bool(user.is_staff) or queue.supervisors.filter(pk=user.pk).exists()
 
 
-def can_remember_decisions(user: Any, queue: Queue) -> bool:
+def can_remember_decisions(user: User | AnonymousUser, queue: Queue) -> bool:
     """Turning an answer into a remembered decision (a rule that answers later requests): supervisors, and
     reviewers of the queue given the `remember_decision` permission."""
     if not can_review(user, queue):
@@ -34,14 +34,14 @@ def can_remember_decisions(user: Any, queue: Queue) -> bool:
     return can_supervise(user, queue) or bool(user.has_perm("elicitation.remember_decision"))
 
 
-def reviewer_queues(user: Any) -> QuerySet[Queue]:
+def reviewer_queues(user: User) -> QuerySet[Queue]:
     """Every queue the reviewer may see, each once (a member who also supervises is not counted twice)."""
     if user.is_staff:
         return Queue.objects.all()
     return Queue.objects.filter(Q(members=user) | Q(supervisors=user)).distinct()
 
 
-def metrics_queues(user: Any) -> QuerySet[Queue]:
+def metrics_queues(user: User | AnonymousUser | None) -> QuerySet[Queue]:
     """The queues whose metrics a user may see: staff see every queue; a supervisor the queues they supervise."""
     if not user or not user.is_authenticated:
         return Queue.objects.none()
@@ -50,11 +50,11 @@ def metrics_queues(user: Any) -> QuerySet[Queue]:
     return Queue.objects.filter(supervisors=user)
 
 
-def can_view_metrics(user: Any) -> bool:
+def can_view_metrics(user: User | AnonymousUser | None) -> bool:
     return bool(user and user.is_authenticated and (user.is_staff or metrics_queues(user).exists()))
 
 
-def reviewable_queue(user: Any, slug: str) -> Queue:
+def reviewable_queue(user: User | AnonymousUser | None, slug: str) -> Queue:
     queue = Queue.objects.filter(slug=slug).first()
     if queue is None:
         raise NotFoundError("No such queue.")
@@ -63,7 +63,7 @@ def reviewable_queue(user: Any, slug: str) -> Queue:
     return queue
 
 
-def reviewable_request(user: Any, request_id: UUID | str) -> ElicitationRequest:
+def reviewable_request(user: User | AnonymousUser | None, request_id: UUID | str) -> ElicitationRequest:
     found = (
         ElicitationRequest.objects.select_related("queue", "agent", "claimed_by", "answered_by")
         .filter(pk=request_id)
@@ -75,12 +75,12 @@ def reviewable_request(user: Any, request_id: UUID | str) -> ElicitationRequest:
     return found
 
 
-def check_reviewer(request: ElicitationRequest, user: Any) -> None:
+def check_reviewer(request: ElicitationRequest, user: User | AnonymousUser | None) -> None:
     if not can_review(user, request.queue):
         raise AccessDenied("You are not a reviewer of this queue.")
 
 
-def check_supervisor(queue: Queue, user: Any) -> None:
+def check_supervisor(queue: Queue, user: User | AnonymousUser | None) -> None:
     if not can_supervise(user, queue):
         raise AccessDenied("Only a queue supervisor can do that.")
 

@@ -1,8 +1,7 @@
 """Agents, reviewer script tokens and queues: creating them, and revoking or rotating their keys."""
 
-from typing import Any
-
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from elicitation.models import Agent, Queue, ReviewerToken
@@ -37,7 +36,7 @@ def revoke_agent(agent: Agent) -> None:
     signals.agent_key_changed.send(sender=Agent, agent_id=agent.pk)
 
 
-def create_reviewer_token(user: Any, name: str = "") -> str:
+def create_reviewer_token(user: User, name: str = "") -> str:
     key = issue_key("rhr")
     ReviewerToken.objects.create(user=user, name=name, key_prefix=key.prefix, key_hash=key.hash)
     return key.full

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 
@@ -51,7 +52,7 @@ def record_event(
     request: ElicitationRequest,
     kind: str,
     *,
-    actor_user: Any = None,
+    actor_user: User | None = None,
     actor_agent: Agent | None = None,
     from_status: str = "",
     to_status: str = "",
@@ -88,7 +89,7 @@ def new_event(
     kind: str,
     *,
     prev_hash: str,
-    actor_user: Any = None,
+    actor_user: User | None = None,
     actor_agent: Agent | None = None,
     from_status: str = "",
     to_status: str = "",
@@ -117,7 +118,7 @@ def record_transition(
     kind: str,
     *,
     previous: str,
-    actor_user: Any = None,
+    actor_user: User | None = None,
     actor_agent: Agent | None = None,
     detail: dict[str, Any] | None = None,
 ) -> RequestEvent:
@@ -135,7 +136,7 @@ def record_transition(
     )
 
 
-def record_view(request: ElicitationRequest, *, user: Any) -> None:
+def record_view(request: ElicitationRequest, *, user: User) -> None:
     """A reviewer looked at a request: an explicit audit call the page makes, never a side effect of a read."""
     with transaction.atomic():
         ElicitationRequest.objects.select_for_update().filter(pk=request.pk).first()
@@ -246,34 +247,6 @@ def write(rows: Iterable[dict[str, Any]], fmt: str, out: TextSink) -> int:
     for chunk in chunks:
         out.write(chunk)
     return count
-
-
-# --- readers: the inverse of the writers, so an export can be checked or re-imported ---------------------------
-
-
-def read_jsonl(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _int_or_none(value: str) -> int | None:
-    return int(value) if value else None
-
-
-def read_csv(text: str) -> list[dict[str, Any]]:
-    rows = []
-    for raw in csv.DictReader(io.StringIO(text)):
-        row: dict[str, Any] = {
-            key: (value[1:] if value[:2] in ("'=", "'+", "'-", "'@", "'\t", "'\r") else value)
-            for key, value in raw.items()
-        }
-        row["id"] = int(row["id"])
-        row["detail"] = json.loads(row["detail"]) if row["detail"] else {}
-        for key in ("actor_user_id", "actor_agent_id"):
-            row[key] = _int_or_none(row[key])
-        for key in ("actor_user", "actor_agent"):
-            row[key] = row[key] or None
-        rows.append(row)
-    return rows
 
 
 # --- verification ------------------------------------------------------------------------------------------------

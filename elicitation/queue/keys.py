@@ -49,10 +49,6 @@ def split_prefix(full_key: str, kind: str) -> str | None:
     return parts[1]
 
 
-def key_matches(full_key: str, stored_hash: str) -> bool:
-    return matching_pepper(full_key, stored_hash) is not None
-
-
 def matching_pepper(full_key: str, stored_hash: str) -> str | None:
     """ "current" if `stored_hash` is the key's HMAC under API_KEY_PEPPER, "previous" if under one of
     API_KEY_PEPPER_PREVIOUS (the rotation window), else None. Each comparison is constant-time."""

@@ -8,10 +8,12 @@ and read too) and values still go through each field's own preparation and conve
 
 import functools
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django.db import connection
 from django.db.models import Field, ForeignKey, Model
+
+ModelT = TypeVar("ModelT", bound=Model)
 
 
 def _returns_pk(model: type[Model]) -> bool:
@@ -37,7 +39,7 @@ def _insert_sql(model: type[Model], vendor: str) -> str:
     values = ", ".join(["%s"] * len(fields))
     sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({values})"  # noqa: S608 - metadata only
     if _returns_pk(model) and connection.features.can_return_columns_from_insert:
-        sql += f" RETURNING {quote(str(meta.pk.column))}"  # type: ignore[union-attr]
+        sql += f" RETURNING {quote(str(meta.pk.column))}"
     return sql
 
 
@@ -92,7 +94,7 @@ def _saved(cursor: Any, instance: Model) -> None:
         if connection.features.can_return_columns_from_insert:
             instance.pk = cursor.fetchone()[0]
         else:
-            pk_column = str(model._meta.pk.column)  # type: ignore[union-attr]
+            pk_column = str(model._meta.pk.column)
             instance.pk = connection.ops.last_insert_id(cursor, model._meta.db_table, pk_column)
     instance._state.adding = False
     instance._state.db = connection.alias
@@ -162,7 +164,7 @@ def _with_related_sql(
         raise ValueError("each relation must join a table of its own (no aliases here)")
     sql = (
         f"SELECT {', '.join([*columns, *extra_columns])} FROM {quote(meta.db_table)} "  # noqa: S608 - metadata only
-        f"{' '.join(joins)} WHERE {ref(meta.db_table, str(meta.pk.column))} = %s"  # type: ignore[union-attr]
+        f"{' '.join(joins)} WHERE {ref(meta.db_table, str(meta.pk.column))} = %s"
     )
     if lock and connection.features.has_select_for_update:
         of = (quote(meta.db_table),) if connection.features.has_select_for_update_of else ()
@@ -171,19 +173,19 @@ def _with_related_sql(
 
 
 def get_with_related(
-    model: type[Model],
+    model: type[ModelT],
     pk: Any,
     relations: tuple[str, ...],
     *,
     extra_columns: tuple[str, ...] = (),
     lock: bool = False,
-) -> tuple[Any, list[Any]] | None:
+) -> tuple[ModelT, list[Any]] | None:
     """`model.objects.select_related(*relations)[.select_for_update(of=("self",))].filter(pk=pk).first()` and the
     values of `extra_columns` (SQL over `model`'s table), or None. The related rows are cached on the instance as
     select_related leaves them (None for a key that is null), so reading them runs no query."""
     sql = _with_related_sql(model, relations, extra_columns, lock, connection.vendor)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])  # type: ignore[union-attr]
+        cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
         row = cursor.fetchone()
     if row is None:
         return None

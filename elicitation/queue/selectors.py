@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import (
     BooleanField,
@@ -90,7 +91,7 @@ def open_counts(queues: QuerySet[Queue], now: datetime | None = None) -> list[Qu
     ]
 
 
-def queue_summaries(user: Any) -> list[QueueSummary]:
+def queue_summaries(user: User) -> list[QueueSummary]:
     """The dashboard's and the reviewer API's rows: every queue the reviewer may see, each once."""
     return open_counts(reviewer_queues(user))
 
@@ -508,11 +509,11 @@ def _matching_text(rows: QuerySet[ElicitationRequest], text: str) -> QuerySet[El
     return rows
 
 
-def history_requests(user: Any, filters: HistoryFilters) -> QuerySet[ElicitationRequest]:
+def history_requests(user: User, filters: HistoryFilters) -> QuerySet[ElicitationRequest]:
     return _matching_text(_history_filtered(user, filters), filters.text)
 
 
-def _history_filtered(user: Any, filters: HistoryFilters) -> QuerySet[ElicitationRequest]:
+def _history_filtered(user: User, filters: HistoryFilters) -> QuerySet[ElicitationRequest]:
     """Every filter but the search words."""
     rows = ElicitationRequest.objects.all()
     if not user.is_staff:
@@ -596,7 +597,7 @@ def _search_ids(rows: QuerySet[ElicitationRequest], words: list[str], size: int)
 
 
 def history_page(
-    user: Any, filters: HistoryFilters, *, after: HistoryCursor | None = None, size: int = 50
+    user: User, filters: HistoryFilters, *, after: HistoryCursor | None = None, size: int = 50
 ) -> HistoryPage:
     """One page of history, newest first, by keyset on (created_at, id): the created_at index serves the order
     and the LIMIT, so the cost follows the page, not the number of requests."""
@@ -627,7 +628,7 @@ def request_trail(request: ElicitationRequest) -> list[RequestEvent]:
     return list(request.events.select_related("actor_user", "actor_agent").order_by("id"))
 
 
-def visible_agents(user: Any) -> list[Agent]:
+def visible_agents(user: User) -> list[Agent]:
     agents = Agent.objects.order_by("name")
     if not user.is_staff:
         agents = agents.filter(queues__in=reviewer_queues(user).values("pk")).distinct()

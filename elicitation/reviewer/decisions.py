@@ -12,6 +12,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -22,6 +23,7 @@ from elicitation.queue.errors import AccessDenied, InvalidInput, NotFoundError
 from elicitation.reviewer import presenters
 from elicitation.reviewer.errors import domain_errors_as_pages
 from elicitation.reviewer.rate_budget import within_reviewer_rate
+from elicitation.reviewer.signed_in import SignedInRequest
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
@@ -39,7 +41,7 @@ def proposal_rows(found: ElicitationRequest, content: dict[str, Any]) -> list[tu
     return rows
 
 
-def panel(found: ElicitationRequest, user: Any) -> dict[str, Any]:
+def panel(found: ElicitationRequest, user: User) -> dict[str, Any]:
     """What the request page's decision panel shows; `show` is False for a request no policy touched."""
     progress = quorum.progress(found.policy)
     decision = (found.result_meta or {}).get(quorum.DECISION_META) or {}
@@ -143,7 +145,7 @@ def _rememberable(request: HttpRequest, request_id: UUID) -> ElicitationRequest:
 @within_reviewer_rate
 @domain_errors_as_pages
 @require_http_methods(["GET", "POST"])
-def remember_page(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def remember_page(request: SignedInRequest, request_id: UUID) -> HttpResponse:
     """GET: the rule this answer would become and what it matches among the queue's latest requests (change the
     conditions and preview again). POST: save it, once confirmed."""
     found = _rememberable(request, request_id)

@@ -26,6 +26,7 @@ from elicitation.queue import audit, schemas
 from elicitation.queue.errors import DomainError, InvalidInput, NotFoundError
 from elicitation.reviewer import forms
 from elicitation.reviewer.errors import error_page
+from elicitation.reviewer.signed_in import SignedInRequest, is_signed_in
 
 FORM_PREFIX = "answer"  # keeps question ids (agent-chosen names) clear of csrfmiddlewaretoken and "action"
 # Stricter than every other page's (settings.CONTENT_SECURITY_POLICY): no script, no connections, nothing framed.
@@ -49,7 +50,7 @@ class FlowCsrfMiddleware(CsrfViewMiddleware):
     # origin (README, dependency notes). The flow page tests pin it.
     def _origin_verified(self, request: HttpRequest) -> bool:
         if request.META.get("HTTP_ORIGIN") == "null":
-            return request.META.get("HTTP_SEC_FETCH_SITE", "same-origin") == "same-origin"
+            return bool(request.META.get("HTTP_SEC_FETCH_SITE", "same-origin") == "same-origin")
         return bool(super()._origin_verified(request))  # type: ignore[misc]  # not in django-stubs
 
 
@@ -86,7 +87,7 @@ def sensitive_posted_values(request: HttpRequest, questions: list[schemas.Questi
 @flow_csrf_protect
 @require_http_methods(["GET", "POST"])
 def flow_page(request: HttpRequest, flow_id: UUID) -> HttpResponse:
-    if not request.user.is_authenticated:
+    if not is_signed_in(request):
         return with_flow_headers(redirect_to_login(request.get_full_path()))
     try:
         response = _flow_page(request, flow_id)
@@ -96,7 +97,7 @@ def flow_page(request: HttpRequest, flow_id: UUID) -> HttpResponse:
 
 
 @sensitive_variables()
-def _flow_page(request: HttpRequest, flow_id: UUID) -> HttpResponse:
+def _flow_page(request: SignedInRequest, flow_id: UUID) -> HttpResponse:
     if request.method == "POST":
         hosted_flows.settle_flow(
             hosted_flows.load_flow(flow_id).pk

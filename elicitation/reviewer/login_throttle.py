@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import user_logged_in, user_login_failed
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
@@ -103,7 +104,7 @@ def count_failed_login(
 
 
 @receiver(user_logged_in)
-def reset_after_login(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+def reset_after_login(sender: Any, request: HttpRequest | None, user: User, **kwargs: Any) -> None:
     if request is None:
         return
     try:

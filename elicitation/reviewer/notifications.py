@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, JsonResponse
+from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -14,6 +14,7 @@ from elicitation.delivery import notices
 from elicitation.models import ElicitationRequest, Mode, Status
 from elicitation.queue import access, clock
 from elicitation.reviewer.errors import domain_errors_as_pages
+from elicitation.reviewer.signed_in import SignedInRequest
 
 LATEST = 20
 EXCERPT = 120
@@ -34,7 +35,7 @@ def _item(request: ElicitationRequest, kind: str) -> dict[str, Any]:
 @never_cache
 @login_required
 @require_GET
-def waiting(request: HttpRequest) -> JsonResponse:
+def waiting(request: SignedInRequest) -> JsonResponse:
     """`{"waiting": N, "items": [...], "poll": seconds}`: N pending (unclaimed, not overdue) requests in my queues."""
     now = clock.now()
     queues = access.reviewer_queues(request.user)
@@ -55,7 +56,7 @@ def waiting(request: HttpRequest) -> JsonResponse:
 @login_required
 @domain_errors_as_pages
 @require_POST
-def shown(request: HttpRequest, request_id: Any) -> JsonResponse:
+def shown(request: SignedInRequest, request_id: Any) -> JsonResponse:
     """The page showed a desktop notification about this request: recorded once per reviewer and request."""
     found = access.reviewable_request(request.user, request_id)
     return JsonResponse({"recorded": notices.record_browser_notice(found, request.user)})

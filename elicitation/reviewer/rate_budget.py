@@ -8,13 +8,15 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.models import User
+from django.http import HttpResponse
 
 from elicitation.api import throttling
 from elicitation.reviewer.errors import throttled_page
+from elicitation.reviewer.signed_in import SignedInRequest
 
 
-def charge_reviewer_rate(user: Any) -> int | None:
+def charge_reviewer_rate(user: User) -> int | None:
     """One call against the user's REVIEWER_RATE: None within it, else the seconds until the window ends."""
     rate = getattr(settings, throttling.ReviewerRateThrottle.rate_setting, None)
     return throttling.charge(throttling.ReviewerRateThrottle.scope, str(user.pk), rate)
@@ -25,7 +27,7 @@ def within_reviewer_rate(view: Callable[..., HttpResponse]) -> Callable[..., Htt
     `login_required`: nobody signed in has no budget to charge and is sent to the sign-in page first."""
 
     @functools.wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: SignedInRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         retry_after = charge_reviewer_rate(request.user)
         if retry_after is not None:
             return throttled_page(request, retry_after)

@@ -4,6 +4,7 @@ import asyncio
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import AnonymousUser, User
 
 from elicitation.delivery import pushes
 from elicitation.delivery.socket_base import (
@@ -15,7 +16,7 @@ from elicitation.queue import access
 from elicitation.queue.errors import DomainError
 
 
-def reviewer_page_group(user: Any, route: dict[str, Any]) -> str | None:
+def reviewer_page_group(user: User | AnonymousUser | None, route: dict[str, Any]) -> str | None:
     """The group a reviewer page may listen to, or None: unknown ids and other queues look the same."""
     try:
         if "slug" in route:

@@ -5,6 +5,7 @@ computed without writing."""
 from typing import Any
 
 from django import template
+from django.contrib.auth.models import User
 
 from elicitation.queue import quorum
 from elicitation.reviewer import decisions
@@ -13,7 +14,7 @@ register = template.Library()
 
 
 @register.simple_tag
-def decision_panel(req: Any, user: Any) -> dict[str, Any]:
+def decision_panel(req: Any, user: User) -> dict[str, Any]:
     return decisions.panel(req, user)
 
 

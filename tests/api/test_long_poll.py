@@ -93,46 +93,60 @@ async def test_an_unauthenticated_wait_is_refused_without_waiting(make_request: 
     assert time.monotonic() - started < 2
 
 
-async def test_a_push_that_closes_the_request_ends_the_wait_without_asking_the_database_again() -> None:
+async def test_a_push_that_closes_the_request_ends_the_wait_without_asking_the_database_again(
+    make_request: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from channels.layers import get_channel_layer
 
-    from elicitation.delivery import long_poll
+    from elicitation.delivery import long_poll, pushes, waiters
 
-    checks: list[float] = []
+    settings.LONG_POLL_RECHECK_SECONDS = 30  # whatever ends the wait early was the push
+    request = await sync_to_async(make_request)()
+    looks: list[bool] = []
+    rounds: list[Any] = []
+    first_look = waiters.WaiterHub.first_look_at_request
+    read_round = waiters.read_long_poll_round
 
-    async def still_open() -> bool:
-        checks.append(time.monotonic())
-        return False
+    async def counted_look(hub: waiters.WaiterHub, wait: waiters.LongPollWait) -> bool:
+        looks.append(await first_look(hub, wait))
+        return looks[-1]
 
-    group = "request.settle-test"
-    waiter = asyncio.ensure_future(
-        long_poll.wait_until(group, 10, still_open, settles=long_poll.closes_the_request)
-    )
-    while not checks:
+    def counted_round(*args: Any) -> Any:
+        rounds.append(args)
+        return read_round(*args)
+
+    monkeypatch.setattr(waiters.WaiterHub, "first_look_at_request", counted_look)
+    monkeypatch.setattr(waiters, "read_long_poll_round", counted_round)
+    waiter = asyncio.ensure_future(long_poll.wait_for_request(request.agent_id, request.pk, 25))
+    while not looks:
         await asyncio.sleep(0.01)
     layer = get_channel_layer()
-    await asyncio.sleep(0.1)  # the waiter has joined the group
-    await layer.group_send(
-        group, {"type": "request.update", "kind": "claimed", "request": {"status": "claimed"}}
-    )
-    await layer.group_send(
-        group, {"type": "request.update", "kind": "completed", "request": {"status": "completed"}}
-    )
+    group = pushes.layer_group(pushes.agent_group(request.agent_id))
+
+    def event(status: str) -> dict[str, Any]:
+        return {
+            "type": "agent.event",
+            "agent": request.agent_id,
+            "event": {"id": str(request.pk), "status": status},
+        }
+
+    await layer.group_send(group, event("claimed"))
+    await asyncio.sleep(0.2)
+    assert not waiter.done()  # a push that leaves the request open does not end the wait
+    await layer.group_send(group, event("completed"))
     started = time.monotonic()
     await asyncio.wait_for(waiter, 5)
 
-    assert time.monotonic() - started < 1  # not the 2 s recheck, not the 10 s wait
-    assert (
-        len(checks) == 2
-    )  # the first look, and the recheck after the `claimed` push; none after `completed`
+    assert time.monotonic() - started < 1  # not the 30 s recheck, not the 25 s wait
+    assert looks == [False] and rounds == []  # the first look only: no database read after either push
 
 
-def test_only_a_push_leaving_the_open_statuses_settles_a_wait() -> None:
-    from elicitation.delivery.long_poll import closes_the_request
+def test_only_an_event_leaving_the_open_statuses_settles_a_wait() -> None:
+    from elicitation.delivery.waiters import event_closes
 
-    def update(status: Any) -> dict[str, Any]:
-        return {"type": "request.update", "request": {"status": status}}
+    def event(status: Any) -> dict[str, Any]:
+        return {"type": "agent.event", "event": {"id": "r", "status": status}}
 
-    assert [closes_the_request(update(s)) for s in ("completed", "expired", "withdrawn")] == [True] * 3
-    assert [closes_the_request(update(s)) for s in ("pending", "claimed", None)] == [False] * 3
-    assert not closes_the_request({"type": "request.draft", "draft": {"state": "submitted"}})
+    assert [event_closes(event(s), "r") for s in ("completed", "expired", "withdrawn")] == [True] * 3
+    assert [event_closes(event(s), "r") for s in ("pending", "claimed", None)] == [False] * 3
+    assert not event_closes({"type": "request.draft", "draft": {"state": "submitted"}}, "r")

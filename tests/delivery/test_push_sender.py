@@ -108,7 +108,7 @@ def test_a_networked_layer_is_sent_to_from_the_committing_thread_in_order(
 
     def view_thread() -> None:
         for number in range(MESSAGES):
-            pushes.send_to_group("push-direct", {"type": "test.message", "n": number})
+            pushes.send_to_groups([("push-direct", {"type": "test.message", "n": number})])
             arrived_on_return.append(layer.sent[-1][2] == number)
 
     worker = threading.Thread(target=view_thread, name="view-thread")
@@ -158,7 +158,7 @@ async def test_a_push_made_on_a_running_loop_becomes_a_task_there(monkeypatch: p
     layer = RecordingLayer()
     monkeypatch.setattr(pushes, "get_channel_layer", lambda: layer)
 
-    pushes.send_to_group("push-task", {"type": "test.message", "n": 5})
+    pushes.send_to_groups([("push-task", {"type": "test.message", "n": 5})])
     await asyncio.wait_for(asyncio.gather(*pushes.background), 5)
 
     assert [(loop, n) for _, loop, n in layer.sent] == [(id(asyncio.get_running_loop()), 5)]
@@ -171,7 +171,7 @@ async def test_with_redis_pushes_from_view_threads_reach_the_group_in_order() ->
 
     def view_thread() -> None:
         for number in range(MESSAGES):
-            pushes.send_to_group("push-published", {"type": "test.message", "n": number})
+            pushes.send_to_groups([("push-published", {"type": "test.message", "n": number})])
 
     await sync_to_async(view_thread)()
 
@@ -190,7 +190,7 @@ async def test_a_push_to_an_unreachable_redis_is_logged_not_raised(
         }
     }
 
-    await sync_to_async(pushes.send_to_group)("push-nowhere", {"type": "test.message"})
+    await sync_to_async(pushes.send_to_groups)([("push-nowhere", {"type": "test.message"})])
 
     assert "waiters fall back to the event feed" in caplog.text
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import User
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -228,13 +229,19 @@ async def test_collect_secret_returns_only_the_outcome_and_the_secret_never_cros
         assert api.post(f"/flows/{flow_id}/retrieve").json()["content"] == {"token": SECRET}
 
 
+def flow_id_of(url: str) -> str | None:
+    """The flow id in one of ReviewHub's own flow URLs (`hosted_flows.flow_url`), else None."""
+    prefix = f"{settings.PUBLIC_URL}{hosted_flows.FLOW_PATH_PREFIX}"
+    return url[len(prefix) : -1] if url.startswith(prefix) and url.endswith("/") else None
+
+
 async def wait_for_flow(hub: Hub, seconds: float = 30) -> str:
     deadline = asyncio.get_running_loop().time() + seconds
     while asyncio.get_running_loop().time() < deadline:
         with agent_api(hub) as api:
             rows = api.get("/requests", params={"status": "open"}).json()
         for row in rows:
-            flow = hosted_flows.flow_id_from_url(row["url"]) if row["mode"] == "url" else None
+            flow = flow_id_of(row["url"]) if row["mode"] == "url" else None
             if flow is not None:
                 return str(flow)
         await asyncio.sleep(0.05)

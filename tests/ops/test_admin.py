@@ -28,6 +28,7 @@ from elicitation.models import (
 )
 from elicitation.queue import audit, transitions
 from elicitation.queue.keys import webhook_secret
+from tests.ops.audit_exports import read_csv, read_jsonl
 
 AGENT_KEY = re.compile(r"rh_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}")
 TOKEN_KEY = re.compile(r"rhr_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}")
@@ -342,8 +343,8 @@ def test_audit_export_buttons_respect_the_filters_and_round_trip(
     page = admin_client.get(EVENTS).content.decode()
     assert "export.csv" in page and "export.jsonl" in page
 
-    every = audit.read_jsonl(admin_client.get(f"{EVENTS}export.jsonl").content.decode())
-    claims = audit.read_csv(admin_client.get(f"{EVENTS}export.csv?kind__exact=claimed").content.decode())
+    every = read_jsonl(admin_client.get(f"{EVENTS}export.jsonl").content.decode())
+    claims = read_csv(admin_client.get(f"{EVENTS}export.csv?kind__exact=claimed").content.decode())
 
     assert every == list(audit.export_rows(audit.audit_events()))
     assert [row["kind"] for row in claims] == ["claimed"]
@@ -355,7 +356,7 @@ def test_audit_export_action_on_selected_rows(admin_client: Client, make_request
     make_request()
     response = run_action(admin_client, EVENTS, "export_jsonl", [first.pk])
     assert response["Content-Disposition"].startswith("attachment;")
-    assert [row["id"] for row in audit.read_jsonl(response.content.decode())] == [first.pk]
+    assert [row["id"] for row in read_jsonl(response.content.decode())] == [first.pk]
 
 
 def test_the_verify_button_reports_a_broken_chain(admin_client: Client, make_request, reviewer) -> None:

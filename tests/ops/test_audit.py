@@ -9,6 +9,7 @@ from django.db.models import ProtectedError
 
 from elicitation.models import ElicitationRequest, RequestEvent
 from elicitation.queue import audit, transitions
+from tests.ops.audit_exports import read_csv, read_jsonl
 
 
 @pytest.fixture
@@ -136,8 +137,8 @@ def _export(fmt: str, *extra: str) -> str:
 def test_csv_and_jsonl_exports_read_back_to_the_database_rows(history) -> None:
     expected = list(audit.export_rows(audit.audit_events()))
 
-    from_jsonl = audit.read_jsonl(_export("jsonl"))
-    from_csv = audit.read_csv(_export("csv"))
+    from_jsonl = read_jsonl(_export("jsonl"))
+    from_csv = read_csv(_export("csv"))
 
     assert len(expected) == RequestEvent.objects.count() == 7
     assert from_jsonl == expected
@@ -151,14 +152,14 @@ def test_the_csv_export_cannot_smuggle_spreadsheet_formulas(make_request, agent)
     audit.record_event(request, "=cmd|' /C calc'!A0", actor_agent=agent)
     text = _export("csv")
     assert "\n=cmd" not in text and ",=cmd" not in text
-    assert audit.read_csv(text)[-1]["kind"] == "=cmd|' /C calc'!A0"
+    assert read_csv(text)[-1]["kind"] == "=cmd|' /C calc'!A0"
 
 
 def test_export_since_keeps_only_later_events(history, make_request, clock) -> None:
     clock.advance(days=1)
     cutoff = clock.current
     late = make_request(message="late")
-    rows = audit.read_jsonl(_export("jsonl", "--since", cutoff.isoformat()))
+    rows = read_jsonl(_export("jsonl", "--since", cutoff.isoformat()))
     assert [row["request_id"] for row in rows] == [str(late.pk)]
     assert rows[0]["kind"] == "created"
 

@@ -6,11 +6,17 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from elicitation.models import ElicitationRequest, ExpiryOutcome, Queue
 from elicitation.ops import metrics
 from elicitation.queue import transitions
+
+
+def exposed() -> str:
+    """The text the metrics endpoint serves for ReviewHub's own figures (its registry, encoded by prometheus_client)."""
+    return generate_latest(metrics.registry()).decode()
 
 
 @pytest.fixture
@@ -185,7 +191,7 @@ def test_prometheus_exposition(arrive, reviewer, queue, clock) -> None:
     arrive()
     clock.advance(seconds=1)
 
-    text = metrics.prometheus_text()
+    text = exposed()
     lines = text.splitlines()
 
     # prometheus_client writes labels sorted by name and every value as a float.
@@ -208,14 +214,14 @@ def test_prometheus_parses_what_is_exposed_and_each_scrape_reads_the_database_af
     arrive()
     first = {
         sample.labels["status"]: sample.value
-        for family in text_string_to_metric_families(metrics.prometheus_text())
+        for family in text_string_to_metric_families(exposed())
         if family.name == "reviewhub_queue_open_requests"
         for sample in family.samples
     }
     transitions.claim_request(arrive().pk, user=reviewer)
     second = {
         sample.labels["status"]: sample.value
-        for family in text_string_to_metric_families(metrics.prometheus_text())
+        for family in text_string_to_metric_families(exposed())
         if family.name == "reviewhub_queue_open_requests"
         for sample in family.samples
     }
@@ -233,7 +239,7 @@ def test_prometheus_labels_are_escaped(arrive, queue, make_reviewer) -> None:
     transitions.claim_request(request.pk, user=user)
     transitions.respond(request.pk, user=user, action="decline")
 
-    lines = metrics.prometheus_text().splitlines()
+    lines = exposed().splitlines()
 
     assert 'reviewhub_reviewer_answers_total{reviewer="a\\"b\\\\c\\nd"} 1.0' in lines
 

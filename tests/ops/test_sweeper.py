@@ -91,12 +91,6 @@ def test_the_in_process_sweeps_are_exactly_the_beat_schedule(settings) -> None:
     assert {"expire_overdue_requests", "release_expired_claims", "send_notification_digests"} <= set(names)
 
 
-def test_a_registered_extra_sweep_runs_with_the_others(monkeypatch) -> None:
-    monkeypatch.setattr(sweeper, "_registry", {})
-    sweeper.register_sweep("extra", lambda: 7)
-    assert list(sweeper.registered_sweeps())[-1] == "extra"
-
-
 def test_a_beat_entry_naming_a_missing_task_is_skipped(settings) -> None:
     settings.CELERY_BEAT_SCHEDULE = {
         **settings.CELERY_BEAT_SCHEDULE,

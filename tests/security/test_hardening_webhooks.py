@@ -28,7 +28,7 @@ from elicitation.delivery import webhooks
     ],
 )
 def test_ipv4_addresses_embedded_in_ipv6_forms_are_refused(url: str, refused: str) -> None:
-    assert webhooks.private_address_of(url) == refused
+    assert webhooks.resolve_callback(url)[1] == refused
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_ipv4_addresses_embedded_in_ipv6_forms_are_refused(url: str, refused: st
     ],
 )
 def test_ipv6_forms_of_a_public_ipv4_address_are_allowed(url: str) -> None:
-    assert webhooks.private_address_of(url) is None
+    assert webhooks.resolve_callback(url)[1] is None
 
 
 def test_a_refused_embedded_address_is_never_posted(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:

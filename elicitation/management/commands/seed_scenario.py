@@ -147,7 +147,7 @@ def simulated_clock() -> Iterator[Callable[[datetime], None]]:
     """Point elicitation.queue.clock at a settable time for the duration; restored however the block ends."""
     state: dict[str, datetime] = {}
     real = clock.now
-    clock.now = lambda: state["now"]  # type: ignore[assignment]
+    clock.now = lambda: state["now"]
 
     def set_time(moment: datetime) -> None:
         state["now"] = moment
@@ -155,7 +155,7 @@ def simulated_clock() -> Iterator[Callable[[datetime], None]]:
     try:
         yield set_time
     finally:
-        clock.now = real  # type: ignore[assignment]
+        clock.now = real
 
 
 class Scenario:

@@ -34,7 +34,8 @@ One module per concern; the transitions that apply a decision live in transition
 
 - `facts.py`: what a request is, to a rule (RequestFacts from a request's context) and the digest a decision is
   bound to.
-- `validation.py`: a rule file's data checked, every offending field path named, as RuleSpec and PolicySpec.
+- `validation.py`: a rule file's data checked, every offending field path named, as RuleSpec and PolicySpec; its
+  shape is the JSON Schema in `rule_file_schema.py`.
 - `storage.py`: rules and policies written as rows (each change bumps the queue's rules version, so cached
   compilations go stale) and read back as a rule file's data.
 - `yaml_files.py`: the rule file as text: YAML out; YAML or JSON in through `load_rule_file`, which checks size

@@ -232,6 +232,7 @@ class IntakeDecision:
     priority: int | None = None
     deadline_seconds: int | None = None
     quorum: dict[str, Any] | None = None
+    step_up: str = ""  # "passkey" when a matched rule says each approver signs with a passkey
     outcome: tuple[str, dict[str, Any] | None, dict[str, Any]] | None = None
     unmatched_reason: str | None = None
     held_reason: str | None = None  # a rule could not be evaluated or applied: the walk stopped there
@@ -241,10 +242,16 @@ class IntakeDecision:
 
     @property
     def request_policy(self) -> dict[str, Any] | None:
-        """The request's `policy` column: the quorum it needs and the digest it is bound to, or None."""
-        if self.quorum is None:
+        """The request's `policy` column: the quorum it needs, the step-up its approvers owe and the digest it is
+        bound to, or None."""
+        if self.quorum is None and not self.step_up:
             return None
-        return quorum.initial_state(self.quorum, self.digest)
+        state = (
+            quorum.initial_state(self.quorum, self.digest)
+            if self.quorum is not None
+            else {"digest": self.digest}
+        )
+        return {**state, "step_up": self.step_up} if self.step_up else state
 
 
 def intake_decision(
@@ -368,6 +375,8 @@ def decide_at_intake(
 
 
 def _adjust(decision: IntakeDecision, row: AnswerRule) -> None:
+    if row.step_up:
+        decision.step_up = row.step_up
     if row.priority is not None:
         decision.priority = row.priority
     if row.deadline_seconds is not None:

@@ -4,6 +4,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from elicitation.models import AnswerRule, ElicitationRequest, Queue, RuleAction
 from elicitation.queue import clock
 from elicitation.queue.errors import InvalidInput
@@ -47,13 +49,19 @@ def remembered_rule_data(
     return data
 
 
-def remember_decision(request: ElicitationRequest, data: Any, *, user: Any) -> AnswerRule:
+def remember_decision(request: ElicitationRequest, data: Any, *, user: User) -> AnswerRule:
     """Save a remembered decision of a request a person answered (the rule data as `remembered_rule_data` made it,
     after the person confirmed the preview)."""
     if request.action not in (RuleAction.ACCEPT, RuleAction.DECLINE) or request.answered_by_id is None:
         raise InvalidInput(
             "Only an answer a person gave can be remembered.",
             {"request": "was not accepted or declined by a person"},
+        )
+    if request.action == RuleAction.ACCEPT and (request.policy or {}).get("step_up"):
+        # A remembered accept would answer later requests with no passkey signature: each must be signed.
+        raise InvalidInput(
+            "An approval signed with a passkey is not remembered: each such request is signed anew.",
+            {"request": "needed a passkey step-up"},
         )
     if not isinstance(data, dict) or data.get("expires_at") is None:
         raise InvalidInput("A remembered decision expires.", {"expires_at": "is required"})

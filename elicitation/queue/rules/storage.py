@@ -4,6 +4,7 @@ go stale) and reading them back as a rule file's data."""
 import secrets
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from elicitation.models import AnswerRule, ElicitationRequest, Queue, QueueMode, QueuePolicy
@@ -30,7 +31,7 @@ def _bump(queue: Queue) -> None:
     QueuePolicy.objects.filter(queue=queue).update(rules_version=new_rules_version())
 
 
-def rule_row(queue: Queue, spec: RuleSpec, position: int, user: Any = None) -> AnswerRule:
+def rule_row(queue: Queue, spec: RuleSpec, position: int, user: User | None = None) -> AnswerRule:
     return AnswerRule(
         queue=queue,
         position=position,
@@ -43,12 +44,13 @@ def rule_row(queue: Queue, spec: RuleSpec, position: int, user: Any = None) -> A
         priority=spec.priority,
         deadline_seconds=spec.deadline_seconds,
         quorum=spec.quorum,
+        step_up=spec.step_up,
         expires_at=spec.expires_at,
         created_by=user if user is not None and user.is_authenticated else None,
     )
 
 
-def replace_policy(queue: Queue, data: Any, *, user: Any = None) -> QueuePolicy:
+def replace_policy(queue: Queue, data: Any, *, user: User | None = None) -> QueuePolicy:
     """Import a rule file: the queue's policy and rules become exactly what it says (remembered decisions stay).
     `user` writes it (None: the operator), which decides where its rules may route."""
     spec = parse_policy(data, queue=queue, user=user)
@@ -70,7 +72,7 @@ def replace_policy(queue: Queue, data: Any, *, user: Any = None) -> QueuePolicy:
 
 
 def add_rule(
-    queue: Queue, data: Any, *, user: Any = None, remembered_from: ElicitationRequest | None = None
+    queue: Queue, data: Any, *, user: User | None = None, remembered_from: ElicitationRequest | None = None
 ) -> AnswerRule:
     """Append one rule (after the queue's last), or raise InvalidInput with field paths under `rule`."""
     spec, errors = parse_rule(data, "rule", queue=queue, user=user)
@@ -90,7 +92,7 @@ def add_rule(
     return row
 
 
-def update_rule(rule: AnswerRule, data: Any, *, user: Any = None) -> AnswerRule:
+def update_rule(rule: AnswerRule, data: Any, *, user: User | None = None) -> AnswerRule:
     """Rewrite one rule in its place, checked as `user` writes it (None: the operator)."""
     spec, errors = parse_rule(data, "rule", queue=rule.queue, user=user)
     if spec is None:
@@ -161,6 +163,8 @@ def rule_data(rule: AnswerRule) -> dict[str, Any]:
         data["deadline"] = rule.deadline_seconds
     if rule.quorum is not None:
         data["quorum"] = rule.quorum
+    if rule.step_up:
+        data["step_up"] = rule.step_up
     if rule.expires_at is not None:
         data["expires_at"] = rule.expires_at.isoformat()
     return data

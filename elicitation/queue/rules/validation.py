@@ -1,5 +1,6 @@
 """A rule file's data checked and turned into specs: every offending field path with its reason, or a RuleSpec per rule
-and a PolicySpec for the whole file.
+and a PolicySpec for the whole file. The shape is a JSON Schema (`rule_file_schema.py`) checked by `jsonschema`;
+what it cannot say (route targets, RE2, finite numbers, time zones, group counts) is checked here.
 
 Who saves a rule is part of what is checked: a `route` may only target a queue the writer supervises
 (`access.can_supervise`; staff: any). `user=None` is the operator (`manage.py import_rules` without `--as`,
@@ -7,37 +8,41 @@ fixtures, the code's own calls): any existing queue."""
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import re2
+from django.contrib.auth.models import User
 from django.utils.dateparse import parse_datetime
+from jsonschema import Draft202012Validator, ValidationError, validators
 
 from elicitation.models import Queue, QueueMode, RuleAction
 from elicitation.queue import access
 from elicitation.queue.errors import InvalidInput
-
-OPERATORS = ("eq", "in", "lt", "lte", "gt", "gte", "regex")
-MATCH_FIELDS = ("agent", "server", "tool", "message", "schema_fingerprint", "arguments")
-RULE_KEYS = (
-    "name",
-    "enabled",
-    "match",
-    "action",
-    "content",
-    "queue",
-    "priority",
-    "deadline",
-    "quorum",
-    "expires_at",
+from elicitation.queue.rules.rule_file_schema import (
+    MATCH_FIELDS,
+    MAX_DEADLINE,
+    MAX_REGEX_LENGTH,
+    MAX_RULES,
+    OPERATORS,
+    POLICY,
+    POLICY_KEYS,
+    QUORUM_KEYS,
+    RULE,
 )
-POLICY_KEYS = ("mode", "unmatched", "round_cap", "quorum", "rules")
-QUORUM_KEYS = ("approvals", "groups", "exclude_owner", "veto")
-MAX_RULES = 5000
-MAX_REGEX_LENGTH = 500
-MAX_DEADLINE = 30 * 24 * 3600
+
+__all__ = [
+    "MATCH_FIELDS",
+    "MAX_DEADLINE",
+    "MAX_REGEX_LENGTH",
+    "MAX_RULES",
+    "OPERATORS",
+    "POLICY_KEYS",
+    "QUORUM_KEYS",
+]
+
 # One message for a queue that does not exist and one the writer may not route to: queue names are not enumerable.
 ROUTE_TARGET = "is required with route: the slug of an existing queue you supervise"
 FINITE = "must be a finite number (not NaN or infinite)"
@@ -105,82 +110,129 @@ def non_finite_paths(value: Any, path: str) -> dict[str, str]:
     return errors
 
 
-def _condition_errors(spec: Any, path: str) -> dict[str, str]:
-    if is_scalar(spec):
-        return non_finite_paths(spec, path)
-    if isinstance(spec, list):
-        if not all(is_scalar(item) for item in spec):
-            return {path: "a list condition holds only scalars"}
-        return non_finite_paths(spec, path)
-    if not isinstance(spec, dict) or not spec:
-        return {path: "must be a value, a list of values or a mapping of operators"}
-    errors: dict[str, str] = {}
-    for op, operand in spec.items():
-        where = f"{path}.{op}"
-        if op not in OPERATORS:
-            errors[where] = f"unknown operator; use one of {', '.join(OPERATORS)}"
-        elif op == "eq" and not is_scalar(operand):
-            errors[where] = "must be a string, number, boolean or null"
-        elif op == "in" and not (isinstance(operand, list) and all(is_scalar(i) for i in operand)):
-            errors[where] = "must be a list of strings, numbers or booleans"
-        elif op in ("lt", "lte", "gt", "gte") and not is_number(operand):
-            errors[where] = "must be a number"
-        elif op in ("lt", "lte", "gt", "gte") and not is_finite_number(operand):
-            errors[where] = FINITE
-        elif op in ("eq", "in"):
-            errors.update(non_finite_paths(operand, where))
-        elif op == "regex":
-            if not isinstance(operand, str) or len(operand) > MAX_REGEX_LENGTH:
-                errors[where] = f"must be a regular expression of at most {MAX_REGEX_LENGTH} characters"
-            elif (problem := regex_problem(operand)) is not None:
-                errors[where] = problem
-    return errors
+# --- the shape: the JSON Schema (rule_file_schema.py), checked by jsonschema ------------------------------------
+
+# A whole number is an int here, as it is in the database's JSON: Draft 2020-12 would also take 5.0.
+RuleFileValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+POLICY_VALIDATOR = RuleFileValidator(POLICY)
+RULE_VALIDATOR = RuleFileValidator(RULE)
+
+Path = tuple[str | int, ...]
+# Keywords whose subschema applies to a member of the instance, not to the instance itself.
+TO_A_NAMED_MEMBER = ("properties", "patternProperties")
+TO_A_MEMBER = ("additionalProperties", "items")
+TO_ONE_OF_SEVERAL = ("allOf", "anyOf", "oneOf")
 
 
-def _match_errors(match: Any, path: str) -> dict[str, str]:
-    if match is None:
-        return {}
-    if not isinstance(match, dict):
-        return {path: "must be a mapping of " + ", ".join(MATCH_FIELDS)}
-    errors: dict[str, str] = {}
-    for key, spec in match.items():
-        where = f"{path}.{key}"
-        if key not in MATCH_FIELDS:
-            errors[where] = "unknown field; match on " + ", ".join(MATCH_FIELDS)
-        elif key == "arguments":
-            if not isinstance(spec, dict):
-                errors[where] = "must be a mapping of argument name to condition"
-                continue
-            for name, condition in spec.items():
-                if not isinstance(name, str) or not name:
-                    errors[where] = "argument names must be non-empty strings"
-                errors.update(_condition_errors(condition, f"{where}.{name}"))
+def reasons_and_places(error: ValidationError, root: Mapping[str, Any]) -> list[tuple[Path, str]]:
+    """Where a refusal is reported and why: at the nearest subschema along the error's schema path that carries an
+    `errorMessage`, with that message (or the one for the keyword that failed under it). A member that is required
+    and missing is named itself, in the words its own subschema gives."""
+    node: Any = root
+    depth = 0
+    found: tuple[int, Any, str | int | None] | None = None
+    steps = list(error.absolute_schema_path)
+    index = 0
+    while isinstance(node, Mapping):
+        if "errorMessage" in node:
+            found = (depth, node["errorMessage"], steps[index] if index < len(steps) else None)
+        if index >= len(steps) - 1:
+            break  # the last step is the keyword that failed
+        keyword = steps[index]
+        if keyword in TO_A_NAMED_MEMBER or keyword in TO_ONE_OF_SEVERAL:
+            node, index = node[keyword][steps[index + 1]], index + 2
+            depth += keyword in TO_A_NAMED_MEMBER
+        elif keyword in TO_A_MEMBER:
+            node, index, depth = node[keyword], index + 1, depth + 1
+        elif keyword in ("if", "then", "else", "not", "propertyNames", "contains"):
+            node, index = node[keyword], index + 1
         else:
-            errors.update(_condition_errors(spec, where))
+            break
+    path: Path = tuple(error.absolute_path)
+    if error.validator == "required":
+        members = error.schema.get("properties", {})
+        missing = [name for name in error.validator_value if name not in error.instance]
+        return [
+            ((*path, name), str(members.get(name, {}).get("errorMessage", error.message))) for name in missing
+        ]
+    if found is None:
+        return [(path, error.message)]
+    at, message, keyword = found
+    if isinstance(message, Mapping):
+        message = message.get(keyword, error.message)
+    return [(path[:at], str(message))]
+
+
+def shape_errors(validator: Any, data: Any) -> dict[Path, str]:
+    """Every refusal of `data` by the schema, by path; the first one at a path is kept."""
+    errors: dict[Path, str] = {}
+    for error in validator.iter_errors(data):
+        for path, reason in reasons_and_places(error, validator.schema):
+            errors.setdefault(path, reason)
     return errors
 
 
-def quorum_errors(spec: Any, path: str) -> dict[str, str]:
-    if not isinstance(spec, dict):
-        return {path: "must be a mapping with approvals, groups, exclude_owner, veto"}
-    errors = {f"{path}.{key}": "unknown field" for key in spec if key not in QUORUM_KEYS}
-    approvals = spec.get("approvals", 1)
-    if not isinstance(approvals, int) or isinstance(approvals, bool) or not 1 <= approvals <= 20:
-        errors[f"{path}.approvals"] = "must be a whole number from 1 to 20"
-        approvals = None
-    groups = spec.get("groups", {})
-    if not isinstance(groups, dict) or not all(
-        isinstance(name, str) and name and isinstance(n, int) and not isinstance(n, bool) and n >= 1
-        for name, n in groups.items()
-    ):
-        errors[f"{path}.groups"] = "must map group names to whole numbers of at least 1"
-    elif approvals is not None and sum(groups.values()) > approvals:
-        errors[f"{path}.approvals"] = f"must be at least the sum of the group counts ({sum(groups.values())})"
-    if "exclude_owner" in spec and not isinstance(spec["exclude_owner"], bool):
-        errors[f"{path}.exclude_owner"] = "must be true or false"
-    if spec.get("veto", "any") not in ("any", "none"):
-        errors[f"{path}.veto"] = "must be any (a decline or cancel ends the decision) or none"
-    return errors
+def field_path(prefix: str, path: Iterable[str | int], data: Any) -> str:
+    """`rules[2].match.tool.regex` (an item of a list in brackets, a key of a mapping after a dot, even a number
+    YAML read as one); "$" for the whole document."""
+    text = prefix
+    for part in path:
+        if isinstance(data, list) and isinstance(part, int):
+            text, data = f"{text}[{part}]", data[part]
+        else:
+            text += f".{part}" if text else str(part)
+            data = data.get(part) if isinstance(data, dict) else None
+    return text or "$"
+
+
+# --- what the schema cannot say ---------------------------------------------------------------------------------
+
+
+def conditions(match: Mapping[str, Any], path: str) -> Iterable[tuple[str, Any]]:
+    """Each condition of a well-shaped `match`, with its path."""
+    for key, spec in match.items():
+        if key == "arguments" and isinstance(spec, Mapping):
+            yield from ((f"{path}.arguments.{name}", condition) for name, condition in spec.items())
+        elif key != "arguments":
+            yield f"{path}.{key}", spec
+
+
+def match_problems(match: Any, path: str, errors: dict[str, str]) -> None:
+    """Regexes RE2 cannot run and numbers that are not finite, in the conditions and operands the schema let
+    through (the schema's own refusal of one stands alone)."""
+    if not isinstance(match, Mapping):
+        return
+    for where, spec in conditions(match, path):
+        if where in errors:
+            continue
+        if not isinstance(spec, Mapping):
+            errors.update(non_finite_paths(spec, where))
+            continue
+        for op, operand in spec.items():
+            at = f"{where}.{op}"
+            if op not in OPERATORS or at in errors:
+                continue
+            if op == "regex":
+                problem = regex_problem(operand)
+                if problem is not None:
+                    errors[at] = problem
+            else:
+                errors.update(non_finite_paths(operand, at))
+
+
+def quorum_problems(spec: Any, path: str, errors: dict[str, str]) -> None:
+    """The group counts a quorum names must fit in its approvals."""
+    where = (path, f"{path}.approvals", f"{path}.groups")
+    if not isinstance(spec, Mapping) or any(at in errors for at in where):
+        return
+    counted = sum(spec.get("groups", {}).values())
+    if counted > spec.get("approvals", 1):
+        errors[f"{path}.approvals"] = f"must be at least the sum of the group counts ({counted})"
 
 
 def normalise_quorum(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,9 +258,10 @@ class RuleSpec:
     deadline_seconds: int | None = None
     quorum: dict[str, Any] | None = None
     expires_at: datetime | None = None
+    step_up: str = ""  # "passkey": each approver signs the request's digest with a passkey
 
 
-def route_target(slug: Any, user: Any) -> Queue | None:
+def route_target(slug: Any, user: User | None) -> Queue | None:
     """The queue a route by `user` may target: an existing one they supervise (the operator, `user=None`: any)."""
     target = Queue.objects.filter(slug=slug).first() if isinstance(slug, str) else None
     if target is None or (user is not None and not access.can_supervise(user, target)):
@@ -217,30 +270,26 @@ def route_target(slug: Any, user: Any) -> Queue | None:
 
 
 def parse_rule(
-    data: Any, path: str, *, queue: Queue, user: Any = None
+    data: Any, path: str, *, queue: Queue, user: User | None = None
 ) -> tuple[RuleSpec | None, dict[str, str]]:
     """A rule's data (YAML/JSON shape) as a RuleSpec, or the errors keyed by field path. `user` writes it (None:
     the operator), which decides where it may route."""
+    shape = shape_errors(RULE_VALIDATOR, data)
+    errors = {field_path(path, at, data): reason for at, reason in shape.items()}
+    return checked_rule(data, path, errors, queue, user)
+
+
+def checked_rule(
+    data: Any, path: str, errors: dict[str, str], queue: Queue, user: User | None
+) -> tuple[RuleSpec | None, dict[str, str]]:
+    """The checks a schema cannot make, on a rule the schema refused with `errors` (by field path), then its spec."""
     if not isinstance(data, dict):
-        return None, {path: "must be a mapping"}
-    errors = {f"{path}.{key}": "unknown field" for key in data if key not in RULE_KEYS}
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        errors[f"{path}.name"] = "is required: a name of at most 200 characters"
+        return None, errors
     action = data.get("action")
-    if action not in RuleAction.values:
-        errors[f"{path}.action"] = "must be one of " + ", ".join(RuleAction.values)
-    if not isinstance(data.get("enabled", True), bool):
-        errors[f"{path}.enabled"] = "must be true or false"
-    errors.update(_match_errors(data.get("match"), f"{path}.match"))
+    match_problems(data.get("match"), f"{path}.match", errors)
     content = data.get("content")
-    if action == RuleAction.ACCEPT:
-        if not isinstance(content, dict):
-            errors[f"{path}.content"] = "is required with accept: the answer, as an object"
-        else:
-            errors.update(non_finite_paths(content, f"{path}.content"))
-    elif "content" in data:
-        errors[f"{path}.content"] = "only allowed with action accept"
+    if action == RuleAction.ACCEPT and isinstance(content, dict):
+        errors.update(non_finite_paths(content, f"{path}.content"))
     route_to = None
     if action == RuleAction.ROUTE:
         route_to = route_target(data.get("queue"), user)
@@ -248,31 +297,13 @@ def parse_rule(
             errors[f"{path}.queue"] = ROUTE_TARGET
         elif route_to.pk == queue.pk:
             errors[f"{path}.queue"] = "must be another queue than this one"
-    elif "queue" in data:
-        errors[f"{path}.queue"] = "only allowed with action route"
-    adjusts = (RuleAction.SET, RuleAction.ROUTE, RuleAction.REQUIRE_QUORUM)
-    priority = data.get("priority")
-    if priority is not None:
-        if action not in adjusts:
-            errors[f"{path}.priority"] = "only allowed with set, route or require_quorum"
-        elif not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
-            errors[f"{path}.priority"] = "must be a whole number from -1000 to 1000"
-    deadline = data.get("deadline")
-    if deadline is not None:
-        if action not in adjusts:
-            errors[f"{path}.deadline"] = "only allowed with set, route or require_quorum"
-        elif not isinstance(deadline, int) or isinstance(deadline, bool) or not 1 <= deadline <= MAX_DEADLINE:
-            errors[f"{path}.deadline"] = f"must be a number of seconds from 1 to {MAX_DEADLINE}"
-    if action == RuleAction.SET and priority is None and deadline is None:
-        errors[f"{path}.action"] = "set needs a priority, a deadline or both"
+    priority, deadline = data.get("priority"), data.get("deadline")
+    step_up = data.get("step_up")
+    if action == RuleAction.SET and priority is None and deadline is None and step_up is None:
+        errors[f"{path}.action"] = "set needs a priority, a deadline or a step_up"
     quorum = data.get("quorum")
     if action == RuleAction.REQUIRE_QUORUM:
-        if quorum is None:
-            errors[f"{path}.quorum"] = "is required with require_quorum"
-        else:
-            errors.update(quorum_errors(quorum, f"{path}.quorum"))
-    elif quorum is not None:
-        errors[f"{path}.quorum"] = "only allowed with action require_quorum"
+        quorum_problems(quorum, f"{path}.quorum", errors)
     expires_at = data.get("expires_at")
     if expires_at is not None:
         parsed = parse_datetime(expires_at) if isinstance(expires_at, str) else expires_at
@@ -282,7 +313,7 @@ def parse_rule(
     if errors:
         return None, errors
     return RuleSpec(
-        name=name.strip(),  # type: ignore[union-attr]
+        name=data["name"].strip(),
         action=str(action),
         match=dict(data.get("match") or {}),
         enabled=data.get("enabled", True),
@@ -292,6 +323,7 @@ def parse_rule(
         deadline_seconds=deadline,
         quorum=normalise_quorum(quorum) if quorum is not None else None,
         expires_at=expires_at,
+        step_up=step_up or "",
     ), {}
 
 
@@ -304,40 +336,35 @@ class PolicySpec:
     rules: list[RuleSpec]
 
 
-def parse_policy(data: Any, *, queue: Queue, user: Any = None) -> PolicySpec:
+def parse_policy(data: Any, *, queue: Queue, user: User | None = None) -> PolicySpec:
     """A whole rule file, written by `user` (None: the operator); InvalidInput names every offending field path
     (`rules[2].match.tool.regex`)."""
+    shape = shape_errors(POLICY_VALIDATOR, data)
     if not isinstance(data, dict):
-        raise InvalidInput(
-            "The rule file is not valid.", {"$": "must be a mapping with " + ", ".join(POLICY_KEYS)}
-        )
-    errors = {key: "unknown field" for key in data if key not in POLICY_KEYS}
-    mode = data.get("mode", QueueMode.HUMAN)
-    if mode not in QueueMode.values:
-        errors["mode"] = "must be human or scripted"
-    unmatched = data.get("unmatched", "decline")
-    if unmatched not in ("decline", "pending"):
-        errors["unmatched"] = "must be decline or pending"
-    round_cap = data.get("round_cap", 5)
-    if not isinstance(round_cap, int) or isinstance(round_cap, bool) or not 1 <= round_cap <= 100:
-        errors["round_cap"] = "must be a whole number from 1 to 100"
+        raise InvalidInput("The rule file is not valid.", {"$": shape[()]})
+    by_rule: dict[int, dict[str, str]] = {}
+    errors: dict[str, str] = {}
+    for at, reason in shape.items():
+        if len(at) > 1 and at[0] == "rules" and isinstance(at[1], int):
+            by_rule.setdefault(at[1], {})[field_path("", at, data)] = reason
+        else:
+            errors[field_path("", at, data)] = reason
     quorum = data.get("quorum")
-    if quorum is not None:
-        errors.update(quorum_errors(quorum, "quorum"))
-    raw_rules = data.get("rules", [])
+    quorum_problems(quorum, "quorum", errors)
     specs: list[RuleSpec] = []
-    if not isinstance(raw_rules, list):
-        errors["rules"] = "must be a list"
-    elif len(raw_rules) > MAX_RULES:
-        errors["rules"] = f"at most {MAX_RULES} rules per queue"
-    else:
-        for index, raw in enumerate(raw_rules):
-            spec, rule_errors = parse_rule(raw, f"rules[{index}]", queue=queue, user=user)
+    if "rules" not in errors:  # a list of at most MAX_RULES: each rule is checked on its own
+        for index, raw in enumerate(data.get("rules", [])):
+            spec, rule_errors = checked_rule(raw, f"rules[{index}]", by_rule.get(index, {}), queue, user)
             errors.update(rule_errors)
             if spec is not None:
                 specs.append(spec)
     if errors:
         raise InvalidInput("The rule file is not valid.", errors)
+    mode, unmatched, round_cap = (
+        data.get("mode", QueueMode.HUMAN),
+        data.get("unmatched", "decline"),
+        data.get("round_cap", 5),
+    )
     return PolicySpec(
         mode=mode,
         unmatched=unmatched,

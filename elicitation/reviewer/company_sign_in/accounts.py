@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, User
 from django.core.exceptions import SuspiciousOperation
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -90,7 +90,7 @@ def create_account(issuer: str, claims: Mapping[str, Any]) -> AbstractBaseUser:
     try:
         with transaction.atomic():
             # No password given: Django stores an unusable one.
-            user: Any = get_user_model().objects.create_user(choose_username(issuer, claims))
+            user: User = get_user_model().objects.create_user(choose_username(issuer, claims))
             CompanyIdentity.objects.create(issuer=issuer, subject=subject, user=user)
     except IntegrityError:
         existing = linked_users(issuer, subject).first()

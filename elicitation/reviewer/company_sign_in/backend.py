@@ -16,7 +16,7 @@ import jwt
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.core.exceptions import SuspiciousOperation
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -28,7 +28,7 @@ from elicitation.reviewer.company_sign_in import accounts, provider
 CLOCK_SKEW_SECONDS = 60
 
 
-class CompanySignInBackend(OIDCAuthenticationBackend):
+class CompanySignInBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
     def __init__(self) -> None:
         # Django builds a backend for every request of a signed-in account (to call get_user); the library's own
         # __init__ reads the endpoints, which here means the discovery document, so that waits for a sign-in.
@@ -101,5 +101,5 @@ class StaffPasswordBackend(ModelBackend):
     sign-in page stays a way in when the provider is down, and no reviewer's password opens anything. Sessions a
     password opened for a non-staff account before the switch end at their next request (their backend is gone)."""
 
-    def user_can_authenticate(self, user: Any) -> bool:
+    def user_can_authenticate(self, user: User | AnonymousUser | None) -> bool:
         return super().user_can_authenticate(user) and bool(getattr(user, "is_staff", False))

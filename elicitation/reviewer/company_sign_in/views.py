@@ -42,7 +42,7 @@ class SignInView(LoginView):
         return super().post(request, *args, **kwargs)
 
 
-class CompanySignInStart(OIDCAuthenticationRequestView):
+class CompanySignInStart(OIDCAuthenticationRequestView):  # type: ignore[misc]
     get_settings = staticmethod(provider.setting)
 
     def __init__(self, **kwargs: Any) -> None:
@@ -66,7 +66,7 @@ class CompanySignInStart(OIDCAuthenticationRequestView):
         return response
 
 
-class CompanySignInCallback(OIDCAuthenticationCallbackView):
+class CompanySignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]
     get_settings = staticmethod(provider.setting)
 
     def get(self, request: HttpRequest) -> HttpResponse:

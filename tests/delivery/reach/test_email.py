@@ -88,7 +88,7 @@ def test_never_twice_for_the_same_request_and_reviewer(
         request = make_request()
     smtp_server.wait_for(1)
     # The fan-out running again (a retried task, a second worker) adds nobody and sends nothing.
-    assert notices.record_notices(request.pk, 0) == []
+    assert notices.record_notice_batches(request.pk, 0) == []
     for notice in Notice.objects.all():
         assert notices.send_notice(notice.pk) is None
     assert len(smtp_server.messages) == 1
@@ -107,9 +107,9 @@ def test_a_refused_message_is_retried_and_sent_once(
     notice = Notice.objects.get(request=request)
     assert (notice.status, notice.attempts) == (NoticeStatus.PENDING, 1)
     assert "451" in notice.reason and smtp_server.messages == []
-    assert notices.due_notice_ids() == []  # not before its backoff
+    assert notices.due_notice_batches() == []  # not before its backoff
     clock.advance(seconds=3600)
-    assert notices.due_notice_ids() == [notice.pk]
+    assert notices.due_notice_batches() == [[notice.pk]]
     notices.send_notice(notice.pk)
     notices.send_notice(notice.pk)
     assert len(smtp_server.wait_for(1)) == 1
@@ -139,7 +139,8 @@ def test_a_request_answered_before_sending_is_not_mailed(
     smtp_server: Mailbox, members_by_email: User, make_request: Callable[..., ElicitationRequest]
 ) -> None:
     request = make_request()
-    [notice_id] = notices.record_notices(request.pk, 0)  # recorded while open; the worker is slow to send
+    # Recorded while open; the worker is slow to send.
+    [[notice_id]] = notices.record_notice_batches(request.pk, 0)
     transitions.claim_request(request.pk, user=members_by_email)
     transitions.respond(request.pk, user=members_by_email, action="decline")
     assert notices.send_notice(notice_id) is None
