@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import jwt
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -14,6 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from elicitation.models import Draft, ElicitationRequest, HostedFlow, Queue
+from elicitation.queue import receipts, rules, transitions, untrusted_json
 from tests.conftest import FORM_SCHEMA
 
 LONE = "\ud800"
@@ -240,6 +242,22 @@ def test_a_poisoned_row_breaks_no_listing_or_page_for_anyone(
     assert "\ufffd" in agent_detail.json()["context"]["k\ufffd"]
     assert "No\ufffdte".encode() in request_page.content
     assert b"The healthy one" in queue_page.content
+
+
+@pytest.mark.django_db
+def test_a_poisoned_row_can_still_be_answered_and_its_receipt_names_the_text_as_shown(
+    poisoned_request: ElicitationRequest, reviewer: User
+) -> None:
+    transitions.claim_request(poisoned_request.pk, user=reviewer)
+    transitions.respond(poisoned_request.pk, user=reviewer, action="decline")
+    answered = ElicitationRequest.objects.get(pk=poisoned_request.pk)
+    receipt = answered.result_meta[receipts.RECEIPT_META]
+    claims = jwt.decode(receipt, options={"verify_signature": False})
+    shown = untrusted_json.scrub(
+        {"message": answered.message, "schema": answered.requested_schema, "context": answered.context}
+    )
+    assert (answered.status, answered.action) == ("completed", "decline")
+    assert claims["digest"] == rules.request_digest(shown["message"], shown["schema"], shown["context"])
 
 
 @pytest.mark.django_db

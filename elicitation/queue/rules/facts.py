@@ -10,6 +10,7 @@ from typing import Any
 import rfc8785
 
 from elicitation.models import ElicitationRequest, Mode
+from elicitation.queue import untrusted_json
 from elicitation.queue.audit import canonical_json
 
 
@@ -96,7 +97,12 @@ def request_digest(message: str, requested_schema: Any, context: Any) -> str:
     """`sha256:` and the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical JSON of `digest_object`. An MCP
     server recomputes it from the call it is about to make to know an approval is for these exact arguments."""
     body = _as_jcs_value(digest_object(message, requested_schema, context))
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+    try:
+        canonical = rfc8785.dumps(body)
+    except rfc8785.CanonicalizationError:
+        # A row stored before intake refused lone surrogates: digest it as every door shows it (U+FFFD).
+        canonical = rfc8785.dumps(untrusted_json.scrub(body))
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def facts_of(agent_name: str, message: str, requested_schema: Any, context: Any) -> RequestFacts:
