@@ -140,14 +140,17 @@ if DATABASE_URL:
     # Under ASGI each request runs in a thread of its own, so CONN_MAX_AGE cannot keep a connection between
     # requests: without a pool every request starts a new PostgreSQL backend, and a burst can exhaust
     # max_connections (BENCHMARKS.md). The pool also bounds connections per process. 0 turns it off.
-    DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 20)
+    # Behind PgBouncer in transaction pooling (docs/operations.md, "PostgreSQL connections") PgBouncer pools, and
+    # a server-side cursor cannot outlive its transaction there.
+    DB_TRANSACTION_POOLER = env_bool("DB_TRANSACTION_POOLER", False)
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DB_TRANSACTION_POOLER
+    DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 0 if DB_TRANSACTION_POOLER else 20)
     if DB_POOL_MAX_SIZE and not DATABASES["default"].get("CONN_MAX_AGE"):
         # Each connection handed out is checked (a round trip only if the server spoke to it while idle); one
         # found dead makes the pool check all of its idle ones at once (reviewhub/db_pool.py), so after the
-        # server drops them all the next request already succeeds.
-        from reviewhub import db_pool
-
-        db_pool.install()
+        # server drops them all the next request already succeeds. The engine is Django's backend building that
+        # pool (reviewhub/db/postgresql/base.py).
+        DATABASES["default"]["ENGINE"] = "reviewhub.db.postgresql"
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": min(2, DB_POOL_MAX_SIZE),
             "max_size": DB_POOL_MAX_SIZE,

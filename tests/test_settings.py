@@ -64,9 +64,28 @@ def test_urls_switch_to_postgres_and_redis() -> None:
         {"DATABASE_URL": "postgres://u@db:5432/rh", "REDIS_URL": "redis://cache:6379/0"},
         "s.DATABASES['default']['ENGINE'], s.DATABASES['default']['NAME'], s.CELERY_BROKER_URL, s.CELERY_TASK_ALWAYS_EAGER",
     )
-    assert result.stdout.strip() == (
-        "('django.db.backends.postgresql', 'rh', 'redis://cache:6379/0', False)"
-    ), result.stderr
+    # With the pool on (the default), Django's backend building ReviewHub's pool (reviewhub/db/postgresql).
+    assert result.stdout.strip() == ("('reviewhub.db.postgresql', 'rh', 'redis://cache:6379/0', False)"), (
+        result.stderr
+    )
+
+
+def test_without_the_pool_the_engine_is_djangos_own() -> None:
+    for env in ({"DB_POOL_MAX_SIZE": "0"}, {"DB_CONN_MAX_AGE": "60"}):
+        result = settings_in_subprocess(
+            {"DATABASE_URL": "postgres://u@db:5432/rh", **env},
+            "s.DATABASES['default']['ENGINE'], 'pool' in s.DATABASES['default'].get('OPTIONS', {})",
+        )
+        assert result.stdout.strip() == "('django.db.backends.postgresql', False)", (env, result.stderr)
+
+
+def test_behind_a_transaction_pooler_the_pool_is_off_and_cursors_are_client_side() -> None:
+    result = settings_in_subprocess(
+        {"DATABASE_URL": "postgres://u@pgbouncer:6432/rh", "DB_TRANSACTION_POOLER": "true"},
+        "s.DATABASES['default']['ENGINE'], s.DATABASES['default']['DISABLE_SERVER_SIDE_CURSORS'], "
+        "'pool' in s.DATABASES['default'].get('OPTIONS', {})",
+    )
+    assert result.stdout.strip() == "('django.db.backends.postgresql', True, False)", result.stderr
 
 
 def test_a_non_postgres_database_url_is_refused_with_a_clear_message() -> None:

@@ -59,6 +59,39 @@ def test_requests_right_after_every_pooled_connection_is_dropped_succeed(
     )
 
 
+def test_the_first_dead_connection_found_makes_the_pool_replace_every_dead_one() -> None:
+    assert isinstance(connection.pool, db_pool.SweepingConnectionPool)  # what the settings' backend builds
+    name = "reviewhub-pool-sweep-test"
+    params = {**connection.get_connection_params(), "autocommit": True, "application_name": name}
+    pool = db_pool.SweepingConnectionPool(kwargs=params, min_size=3, max_size=3, open=False)
+    pool.open(wait=True, timeout=30)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s",
+                [name],
+            )
+            assert cursor.fetchone()[0] == 3
+        deadline = time.monotonic() + 60
+        with connection.cursor() as cursor:
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name])
+                if cursor.fetchone()[0] == 0:
+                    break
+                time.sleep(0.05)
+        started = time.monotonic()
+        with pool.connection(timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        took = time.monotonic() - started
+        lost = pool.get_stats().get("connections_lost")
+    finally:
+        pool.close()
+
+    # psycopg alone retries the second dead one after 1 s and the third after 2 more (past a 2-s pool timeout).
+    assert lost == 3 and took < 1, (lost, took)
+
+
 @pytest.fixture
 def idle_connection() -> Iterator[psycopg.Connection[Any]]:
     """A connection to this run's test database, autocommit and idle, as the pool keeps them."""

@@ -1,0 +1,1 @@
+"""Database backends of ReviewHub's own (Django's, with what it needs added)."""

@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with ReviewHub's connection pool (base.py)."""
