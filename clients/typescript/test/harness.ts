@@ -16,7 +16,7 @@ export const CLIENT_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 export const REPO = resolve(CLIENT_DIR, "../..");
 export const PYTHON =
   process.env.RH_PYTHON ?? (existsSync(join(REPO, ".venv/bin/python")) ? join(REPO, ".venv/bin/python") : "python3");
-export const QUEUES = ["default", "socket", "fallback", "restart", "forms", "urls", "cancel", "rounds", "misc", "ruled"];
+export const QUEUES = ["default", "socket", "fallback", "restart", "forms", "urls", "cancel", "rounds", "misc", "ruled", "gateway"];
 
 /** A request's digest computed by the server's Python (`rules.facts.request_digest`), over text and numbers where
  * JSON canonical forms part ways: non-ASCII and astral characters, keys that sort differently by code point and by
@@ -184,7 +184,8 @@ for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
   process.once(signal, () => process.exit(128 + (signal === "SIGINT" ? 2 : signal === "SIGHUP" ? 1 : 15)));
 }
 
-/** One daphne process on its own copy of the fixture database. `restart()` keeps the port and the data. */
+/** One daphne process on its own copy of the fixture database. `restart()` keeps the port and the data; `env` is
+ * added to the server's environment (e.g. `MCP_GATEWAY_UPSTREAMS`). */
 export class LiveServer {
   private process: ChildProcess | null = null;
   private log = "";
@@ -194,9 +195,10 @@ export class LiveServer {
     readonly port: number,
     readonly db: string,
     private readonly dir: string,
+    private readonly env: Record<string, string>,
   ) {}
 
-  static async start(): Promise<LiveServer> {
+  static async start(env: Record<string, string> = {}): Promise<LiveServer> {
     const data = await fixture();
     const dir = await mkdtemp(join(tmpdir(), "reviewhub-ts-server-"));
     const db = join(dir, "reviewhub.sqlite3");
@@ -204,7 +206,7 @@ export class LiveServer {
     for (const suffix of ["-wal", "-shm"]) {
       if (existsSync(data.db + suffix)) await copyFile(data.db + suffix, db + suffix);
     }
-    const server = new LiveServer(data, await freePort(), db, dir);
+    const server = new LiveServer(data, await freePort(), db, dir, env);
     await server.launch();
     return server;
   }
@@ -215,7 +217,7 @@ export class LiveServer {
 
   async launch(): Promise<void> {
     const args = ["-m", "daphne", "-b", "127.0.0.1", "-p", String(this.port), "reviewhub.asgi:application"];
-    const child = spawn(PYTHON, args, { cwd: REPO, env: reviewhubEnv(this.db), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(PYTHON, args, { cwd: REPO, env: reviewhubEnv(this.db, this.env), stdio: ["ignore", "pipe", "pipe"] });
     this.process = child;
     running.add(child);
     child.once("exit", () => running.delete(child));
