@@ -168,6 +168,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _threads_give_back_their_database_connections() -> Iterator[None]:
+    """A thread that used the ORM and ends without closing its connection takes its pool slot with it: the pool
+    never hears of the connection again. A server's threads live as long as it does, but the tests end threads all
+    the time (each event loop's executor, waiter and client threads), and over a whole services run the test
+    process's pool ran dry. Every thread the tests start closes its connections as it ends."""
+    import threading
+
+    original = threading.Thread.run
+
+    def run_then_close(self: threading.Thread) -> None:
+        try:
+            original(self)
+        finally:
+            connections.close_all()
+
+    threading.Thread.run = run_then_close  # type: ignore[method-assign]
+    yield
+    threading.Thread.run = original  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _close_database_pools(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """Close this process's PostgreSQL connection pools before the test database is dropped: pooled
     connections left open make DROP DATABASE fail ("being accessed by other users")."""
