@@ -24,7 +24,15 @@ WINDOW_SECONDS = 5
 
 @pytest.fixture(scope="module")
 def undo_server(django_db_setup: None) -> Iterator[str]:
-    server = LiveServer(env={"ANSWER_UNDO_SECONDS": str(WINDOW_SECONDS)})
+    # The held answer is sent by a timer (embedded: eager tasks) or a Celery countdown; with a broker and no worker
+    # (the services leg) the sweep that backs both up sends it, so this server sweeps in process.
+    server = LiveServer(
+        env={
+            "ANSWER_UNDO_SECONDS": str(WINDOW_SECONDS),
+            "PERIODIC_SWEEPS_IN_PROCESS": "true",
+            "SWEEP_INTERVAL_SECONDS": "1",
+        }
+    )
     server.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     server.start()
     try:
