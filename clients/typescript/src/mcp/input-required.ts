@@ -12,6 +12,8 @@
  * the result is read as sent: recognition follows the spec, not a schema's parse. A result is a round only
  * when `resultType` is `"input_required"` and it has a non-empty `inputRequests` or `requestState`; anything
  * else (no `resultType`, or a half-shaped result) is a normal result, so a server bug cannot make the client loop.
+ * On 2.x a result the SDK refuses to decode (a 2026-07-28 one without `resultType`) is read off the transport, and
+ * calls carry the SEP-2243 `Mcp-Param-*` headers of tools that declare them (call-v2.ts).
  *
  * A restarted agent finds its unfinished rounds with `findPendingRounds(hub, store)` (its open ReviewHub requests,
  * plus an optional local store for rounds fully answered while it was down) and finishes each with
@@ -25,6 +27,7 @@ import type { CallToolResult, ClientRequest } from "@modelcontextprotocol/sdk/ty
 import type { ReviewHubClient } from "../client.js";
 import { ReviewHubError, isRecord } from "../errors.js";
 import { abortReason, sleep } from "../timing.js";
+import { callToolV2, type ToolCallParams } from "./call-v2.js";
 import {
   requestBody,
   sdkGeneration,
@@ -151,11 +154,6 @@ export interface InputRequiredClient extends McpClient {
   request(...args: any[]): Promise<unknown>;
 }
 
-/** A Standard Schema that accepts any value as it is: 2.x checks a `request()` result with one. */
-const WIRE_RESULT = {
-  "~standard": { version: 1, vendor: "reviewhub-client", validate: (value: unknown) => ({ value }) },
-} as const;
-
 /** One `tools/call`, its result kept as the wire object. */
 export async function callToolRaw(
   client: InputRequiredClient,
@@ -165,16 +163,13 @@ export async function callToolRaw(
   requestState?: string | null,
   options: RequestOptions = {},
 ): Promise<Record<string, unknown>> {
-  const params: Record<string, unknown> = { name };
+  const params: ToolCallParams = { name };
   if (args !== undefined) params.arguments = args;
   if (inputResponses) params.inputResponses = inputResponses;
   if (requestState) params.requestState = requestState;
-  if (sdkGeneration(client) === 2) {
-    // 2.x resolves input_required rounds inside request() unless told not to; the rounds are ours to drive.
-    // Its codec still refuses a 2026-07-28 result without resultType before any schema sees it (docs/mcp.md).
-    const result = await client.request({ method: TOOLS_CALL, params }, WIRE_RESULT, { ...options, allowInputRequired: true });
-    return result as Record<string, unknown>;
-  }
+  // 2.x resolves input_required rounds inside request() unless told not to (the rounds are ours to drive), and
+  // needs help with results lacking resultType and with SEP-2243 headers: call-v2.ts.
+  if (sdkGeneration(client) === 2) return await callToolV2(client, params, options);
   // ResultSchema is a loose object: every field the server sent survives. Loaded here, not imported, so that
   // `reviewhub-client/mcp` loads in an application on SDK 2.x alone.
   const { ResultSchema } = await import("@modelcontextprotocol/sdk/types.js");
