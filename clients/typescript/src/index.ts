@@ -44,6 +44,8 @@ export {
   verifyReceipt,
 } from "./receipts.js";
 export type { DigestObject, JsonWebKeySet, Receipt } from "./receipts.js";
+export { STEP_UP_PREFIX, verifyStepUp } from "./step_up.js";
+export type { StepUpApproval, StepUpEntry, StepUpOptions, StepUpReceipt } from "./step_up.js";
 export type { WebSocketConstructor, WebSocketLike } from "./socket.js";
 export { CLOSE_RESUME, CLOSE_TRY_AGAIN_LATER, RECONNECT_SPREAD_MS } from "./socket.js";
 export { spreadDelay, spreadWindow } from "./timing.js";

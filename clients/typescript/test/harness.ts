@@ -142,6 +142,25 @@ export function fixture(): Promise<Fixture> {
   return prepared;
 }
 
+/** Python run by ReviewHub's own code (`manage.py shell -c`) on a throwaway copy of the fixture database, for data
+ * only the server can make (e.g. a receipt signed over real passkey assertions); its last output line, as JSON. */
+export async function djangoShell<T>(code: string, env: Record<string, string> = {}): Promise<T> {
+  const data = await fixture();
+  const dir = await mkdtemp(join(tmpdir(), "reviewhub-ts-shell-"));
+  try {
+    const db = join(dir, "reviewhub.sqlite3");
+    await copyFile(data.db, db);
+    for (const suffix of ["-wal", "-shm"]) {
+      if (existsSync(data.db + suffix)) await copyFile(data.db + suffix, db + suffix);
+    }
+    const output = await run(PYTHON, ["manage.py", "shell", "-c", code], reviewhubEnv(db, env), 120_000);
+    const lines = output.trim().split("\n");
+    return JSON.parse(lines[lines.length - 1] ?? "null") as T;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 export function freePort(): Promise<number> {
   return new Promise((resolvePromise, reject) => {
     const server = createServer();
