@@ -12,7 +12,8 @@ import { fileURLToPath } from "node:url";
 
 import { prepareFixture, writeJson } from "./harness.js";
 
-const RUN_LIMIT_MS = 300_000;
+// A guard against a hang, not a speed target: a loaded machine runs the suite slower, never red.
+const RUN_LIMIT_MS = 900_000;
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dir = await mkdtemp(join(tmpdir(), "reviewhub-ts-"));
