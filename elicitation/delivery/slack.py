@@ -9,6 +9,9 @@ token in a process, reused by every call (see `client`).
   date-time pickers, number inputs (decimals or whole numbers, with the schema's bounds), radio buttons or a
   static select for single choices, checkboxes or a multi-select for several. Same labels, same validation
   (`schemas.validate_content`), errors shown under the offending input.
+- A request whose accept must be signed with a passkey (`step_up.required`, a rule's `step_up: passkey`) gets no
+  Yes / No or Answer… (each is an accept, which only the request page can sign): Decline, and an "Approve with
+  passkey" link to its page.
 - URL-mode requests (external flows and hosted secret flows) show nothing of their content: only the queue and a
   link to ReviewHub, where the reviewer signs in.
 - Agent text is untrusted: it is sent as plain text (never mrkdwn), so it cannot mention @channel or fake links.
@@ -47,7 +50,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from elicitation.models import ElicitationRequest, Mode, Status
-from elicitation.queue import schemas
+from elicitation.queue import schemas, step_up
 
 YES, NO, DECLINE, OPEN_FORM, LINK = "reach_yes", "reach_no", "reach_decline", "reach_open_form", "reach_link"
 MODAL_CALLBACK = "reach_answer"
@@ -112,15 +115,14 @@ def _heading(request: ElicitationRequest) -> str:
 
 def message_blocks(request: ElicitationRequest) -> list[Block]:
     """The message posted when a reviewer (or a channel) is told about an open request."""
-    context = ContextBlock(
-        elements=[
-            _plain(
-                f"Queue {request.queue.slug} · priority {request.priority} · due "
-                f"{request.deadline.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
-                SECTION_TEXT,
-            )
-        ]
+    needs_passkey = step_up.required(request)
+    facts = (
+        f"Queue {request.queue.slug} · priority {request.priority} · due "
+        f"{request.deadline.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     )
+    if needs_passkey:
+        facts += " · approving needs your passkey, on the request's page"
+    context = ContextBlock(elements=[_plain(facts, SECTION_TEXT)])
     link = LinkButtonElement(text="Open in ReviewHub", url=request_link(request), action_id=LINK)
     if link_only(request):
         return [
@@ -130,16 +132,31 @@ def message_blocks(request: ElicitationRequest) -> list[Block]:
             context,
             ActionsBlock(block_id=f"reach:{request.pk}", elements=[link]),
         ]
-    buttons: list[Any] = []
     value = str(request.pk)
-    if yes_no_question(request) is not None:
-        buttons += [
+    decline = ButtonElement(text="Decline", action_id=DECLINE, value=value, style="danger")
+    buttons: list[Any]
+    if needs_passkey:
+        # Yes, No and the modal are all accepts, which `respond` (asking the same function) refuses without a
+        # passkey's signature: only the page can sign one. A decline needs none.
+        approve_on_page = LinkButtonElement(
+            text="Approve with passkey", url=request_link(request), action_id=LINK, style="primary"
+        )
+        buttons = [approve_on_page, decline]
+    elif yes_no_question(request) is not None:
+        buttons = [
             ButtonElement(text="Yes", action_id=YES, value=value, style="primary"),
             ButtonElement(text="No", action_id=NO, value=value),
+            decline,
+            link,
         ]
     elif fits_in_slack(request):
-        buttons.append(ButtonElement(text="Answer…", action_id=OPEN_FORM, value=value, style="primary"))
-    buttons += [ButtonElement(text="Decline", action_id=DECLINE, value=value, style="danger"), link]
+        buttons = [
+            ButtonElement(text="Answer…", action_id=OPEN_FORM, value=value, style="primary"),
+            decline,
+            link,
+        ]
+    else:
+        buttons = [decline, link]
     return [
         SectionBlock(text=_plain(_heading(request), SECTION_TEXT)),
         SectionBlock(text=_plain(request.message, SECTION_TEXT)),

@@ -5,7 +5,9 @@ the replay window. A Slack user is a reviewer through an explicit link (`Reviewe
 ReviewHub) or, failing that, a Slack account whose e-mail Slack reports as confirmed and which matches exactly one
 active reviewer. Anyone else, and a reviewer not on the request's queue, is told so in an ephemeral message and
 nothing changes. Yes / No / Decline claim the request and answer it in one transaction (`claim_request` then
-`respond`, as the page's buttons do), so the claim, quorum and audit rules are the web page's own.
+`respond`, as the page's buttons do), so the claim, quorum and audit rules are the web page's own. A request whose
+accept needs a passkey (`step_up.required`) is posted with Decline and a link to its page only (slack.py); an accept
+arriving anyway (a button of a message an older ReviewHub posted) is refused by `respond`, and nothing is claimed.
 
 A signed payload is still checked against PAYLOAD_SCHEMA before anything reads it (`check_payload`): every field
 this module and slack.py read, in the shape Slack sends it. A `user` that is a string, `actions` that are not
@@ -26,7 +28,7 @@ from slack_sdk.errors import SlackApiError
 
 from elicitation.delivery import slack
 from elicitation.models import Action, ElicitationRequest, ReviewerReach
-from elicitation.queue import access, transitions, untrusted_json
+from elicitation.queue import access, step_up, transitions, untrusted_json
 from elicitation.queue.errors import DomainError, InvalidInput
 
 logger = logging.getLogger(__name__)
@@ -252,7 +254,10 @@ def _block_action(payload: dict[str, Any], over_rate: RateCheck) -> Reply:
         _tell(payload, f"Not answered: {refused}")
         return Reply()
     if action_id == slack.OPEN_FORM:
-        if request.is_open and not slack.link_only(request):
+        if step_up.required(request):
+            # An older message's button: the modal's submit would be an accept that `respond` refuses.
+            _tell(payload, f"Not answered: {step_up.page_refusal(request)}")
+        elif request.is_open and not slack.link_only(request):
             try:
                 slack.client().views_open(trigger_id=payload["trigger_id"], view=slack.modal_view(request))
             except SlackApiError as exc:  # a trigger lives 3 s: a slow click is Slack's "expired_trigger_id"

@@ -9,7 +9,8 @@ the same).
   410 says the subscription is gone, and it is deleted.
 - The payload carries what the notification shows (queue, agent, the request's message as plain text; nothing of a
   URL-mode request beyond its link) and, for a yes/no approval, the one-time tokens of its Approve / Reject
-  actions (push_actions.py). No secret of the server or the reviewer is in it.
+  actions, or, where an accept needs a passkey, of Decline beside an "Approve with passkey" that opens the page
+  (push_actions.py). No secret of the server or the reviewer is in it.
 
 A browser's endpoint is a URL the server POSTs to: it must be https on a public host unless
 WEB_PUSH_ALLOW_PRIVATE_ENDPOINTS (development, tests), checked when subscribing and again when sending.
@@ -280,7 +281,7 @@ def _clip(text: str, limit: int) -> str:
 
 def payload(request: ElicitationRequest, user: Any) -> dict[str, Any]:
     """What the service worker shows (static/reviewhub/service-worker.js): plain text only, shown as text by the
-    browser, never as markup. A yes/no approval carries its Approve / Reject tokens."""
+    browser, never as markup. A yes/no approval carries its buttons and their tokens (push_actions.py)."""
     title = _clip(f"{request.queue.name}: {request.agent.name} needs a reviewer", 120)
     body = (
         "Its details are only shown in ReviewHub."
@@ -297,13 +298,10 @@ def payload(request: ElicitationRequest, user: Any) -> dict[str, Any]:
         "request": str(request.pk),
         "actions": [],
     }
-    tokens = push_actions.issue(request, user)
-    if tokens:
+    actions = push_actions.notification_actions(request, user)
+    if actions:
         data["answerUrl"] = reverse("push-answer", kwargs={"request_id": request.pk})
-        data["actions"] = [
-            {"action": name, "title": push_actions.TITLES[name], "token": token}
-            for name, token in tokens.items()
-        ]
+        data["actions"] = actions
     return data
 
 

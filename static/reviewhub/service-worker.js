@@ -4,9 +4,10 @@
  * yes/no approval from the notification's Approve / Reject buttons.
  *
  * A push's payload is JSON: title, body (plain text; a notification never renders markup), the request's page,
- * and for an approval one one-time token per action. An action posts its token to the request's push-answer
- * endpoint, which answers through the same claim, quorum, rule and audit path as the request page; the reviewer
- * then sees what happened in a second notification. A click anywhere else opens (or focuses) the request page.
+ * and for an approval its buttons, most with a one-time token. A button with a token posts it to the request's
+ * push-answer endpoint, which answers through the same claim, quorum, rule and audit path as the request page; the
+ * reviewer then sees what happened in a second notification. A button without one ("Approve with passkey", on a
+ * request whose accept only the page can sign) and a click anywhere else open (or focus) the request page.
  * Browsers that show no action buttons (Safari, iOS) only ever open the page. */
 "use strict";
 
@@ -38,7 +39,7 @@ function showRequest(payload) {
   /** @type {Record<string, string>} */
   var tokens = {};
   actions.forEach(function (/** @type {any} */ item) {
-    tokens[item.action] = item.token;
+    if (typeof item.token === "string" && item.token) tokens[item.action] = item.token;
   });
   return sw.registration.showNotification(String(payload.title), {
     body: String(payload.body || ""),
@@ -83,7 +84,8 @@ function showResult(data, result) {
 }
 
 /**
- * What a click on a notification does: an action with a token posts it, anything else opens the request.
+ * What a click on a notification does: an action with a token posts it, anything else (an action without a
+ * token, the notification's body) opens the request.
  * Kept apart from the event so that it has one definition whoever calls it (tests/browser/test_web_push.py
  * drives it with the notification the browser shows, as a click would).
  * @param {any} notification @param {string} action

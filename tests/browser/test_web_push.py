@@ -1,6 +1,8 @@
 """Web Push in Chromium: the Preferences page registers the service worker and subscribes this browser; a push
 reaches the service worker, which shows the notification with Approve / Reject; Approve records the answer, and the
-agent receives it. A replayed token is then refused, and a notification without buttons only opens its request.
+agent receives it. A replayed token is then refused, and a notification without buttons only opens its request. An
+approval whose accept needs a passkey shows "Approve with passkey" (it opens the page, posting nothing) and Decline,
+which answers.
 
 Chromium subscribes through its push service (GCM): `--gcm-checkin-url` / `--gcm-registration-url` point it at a
 stand-in on loopback (FakeGcm) that hands out a registration, so `pushManager.subscribe()` runs for real and yields
@@ -30,7 +32,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from elicitation.delivery import web_push
 from elicitation.models import ElicitationRequest, PushSubscription, Queue
-from elicitation.queue import accounts
+from elicitation.queue import accounts, rules
 from tests.browser.conftest import (
     ASYNC_UNSAFE,
     CHROMIUM,
@@ -39,6 +41,7 @@ from tests.browser.conftest import (
     session_cookie,
 )
 from tests.delivery.liveserver import LiveServer
+from tests.security.test_step_up import PAY, STEP_UP_RULE
 
 pytestmark = pytest.mark.browser
 
@@ -192,6 +195,24 @@ def deliver(cdp: Any, page: Any, target: dict[str, str], payload: dict[str, Any]
     raise AssertionError(f"no notification {tag} after six pushes")
 
 
+def ask(
+    server: str, agent: dict[str, str], message: str, schema: dict[str, Any], **extra: Any
+) -> ElicitationRequest:
+    """An agent's request through the REST API, as the live server stored it."""
+    created = httpx.post(
+        f"{server}/api/v1/requests",
+        json={"queue": "deploys", "message": message, "mode": "form", "requestedSchema": schema, **extra},
+        headers=agent,
+        timeout=10,
+    ).json()
+    return ElicitationRequest.objects.get(pk=created["id"])
+
+
+def newest_worker(context: Any) -> Any:
+    """The site's service worker that shows pushes now (Chromium stops an idle one and starts it again for a push)."""
+    return [w for w in context.service_workers if w.url.endswith("/service-worker.js")][-1]
+
+
 def test_subscribe_receive_a_push_and_approve_from_the_notification(
     push_server: str, push_context: Any, transactional_db: None
 ) -> None:
@@ -203,7 +224,12 @@ def test_subscribe_receive_a_push_and_approve_from_the_notification(
     push_context.add_cookies([session_cookie(alice, push_server)])
     page = push_context.new_page()
     errors: list[str] = []
-    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+
+    def keep_error(message: Any) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    page.on("console", keep_error)
 
     # Preferences: turn push on in this browser.
     page.goto("/preferences/")
@@ -218,18 +244,7 @@ def test_subscribe_receive_a_push_and_approve_from_the_notification(
     page.screenshot(path=str(SCREENSHOTS / "web-push-preferences.png"), full_page=True)
 
     # An agent asks; the push the server would send reaches the service worker.
-    created = httpx.post(
-        f"{push_server}/api/v1/requests",
-        json={
-            "queue": "deploys",
-            "message": "Deploy v2 to production?",
-            "mode": "form",
-            "requestedSchema": YES_NO,
-        },
-        headers=agent,
-        timeout=10,
-    ).json()
-    request = ElicitationRequest.objects.get(pk=created["id"])
+    request = ask(push_server, agent, "Deploy v2 to production?", YES_NO)
     payload = web_push.payload(request, alice)
     cdp = page.context.new_cdp_session(page)
     registration = registration_id(cdp, page, push_server)
@@ -243,9 +258,7 @@ def test_subscribe_receive_a_push_and_approve_from_the_notification(
     }
 
     # Approve, as the button would: the service worker posts the token; the agent receives the answer.
-    # The worker that showed it (Chromium stops an idle one and starts it again for the push: the newest).
-    worker = [w for w in push_context.service_workers if w.url.endswith("/service-worker.js")][-1]
-    result = worker.evaluate(CLICK, [tag, "approve"])
+    result = newest_worker(push_context).evaluate(CLICK, [tag, "approve"])
     assert (result["ok"], result["status"], result["body"]["outcome"]) == (True, 200, "Approved"), result
     answer = httpx.get(f"{push_server}/api/v1/requests/{request.pk}", headers=agent, timeout=10).json()
     assert answer["status"] == "completed"
@@ -264,25 +277,31 @@ def test_subscribe_receive_a_push_and_approve_from_the_notification(
     # A request that is not a yes/no approval has no buttons: a click goes to `clients.openWindow` for its page
     # (which Chromium allows only inside a real click, so called from here it refuses: the refusal is the proof
     # that the click opens a window rather than posting anything), and nothing is answered.
-    other = httpx.post(
-        f"{push_server}/api/v1/requests",
-        json={
-            "queue": "deploys",
-            "message": "Which region?",
-            "mode": "form",
-            "requestedSchema": TWO_QUESTIONS,
-        },
-        headers=agent,
-        timeout=10,
-    ).json()
-    other_request = ElicitationRequest.objects.get(pk=other["id"])
+    other_request = ask(push_server, agent, "Which region?", TWO_QUESTIONS)
     other_tag = f"request:{other_request.pk}"
     target = {"origin": push_server, "registrationId": registration}
     shown = deliver(cdp, page, target, web_push.payload(other_request, alice), other_tag)
     assert (shown["body"], shown["actions"]) == ("Which region?", [])
-    worker = [w for w in push_context.service_workers if w.url.endswith("/service-worker.js")][-1]
     with pytest.raises(PlaywrightError, match="Not allowed to open a window"):
-        worker.evaluate(CLICK, [other_tag, ""])
+        newest_worker(push_context).evaluate(CLICK, [other_tag, ""])
     other_request.refresh_from_db()
     assert other_request.status == "pending"
+
+    # An approval whose accept needs a passkey: no Approve. "Approve with passkey" carries no token, so its click
+    # opens the page (refused from here, as above) and posts nothing; Decline answers without a passkey.
+    rules.replace_policy(queue, {"rules": [STEP_UP_RULE]})
+    paying = ask(push_server, agent, "Pay 5000 EUR to Zoë?", YES_NO, context=PAY)
+    paying_tag = f"request:{paying.pk}"
+    paying_payload = web_push.payload(paying, alice)
+    shown = deliver(cdp, page, target, paying_payload, paying_tag)
+    assert shown["actions"] == ["open", "decline"]
+    with pytest.raises(PlaywrightError, match="Not allowed to open a window"):
+        newest_worker(push_context).evaluate(CLICK, [paying_tag, "open"])
+    paying.refresh_from_db()
+    assert paying.status == "pending"
+    deliver(cdp, page, target, paying_payload, paying_tag)  # shown again: the click above closed it
+    result = newest_worker(push_context).evaluate(CLICK, [paying_tag, "decline"])
+    assert (result["ok"], result["status"], result["body"]["outcome"]) == (True, 200, "Declined"), result
+    answer = httpx.get(f"{push_server}/api/v1/requests/{paying.pk}", headers=agent, timeout=10).json()
+    assert (answer["status"], answer["result"]["action"]) == ("completed", "decline")
     assert not [text for text in errors if "Content Security Policy" in text], errors

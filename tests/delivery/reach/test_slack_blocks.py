@@ -1,13 +1,16 @@
 """Block Kit built from a request's questions: every question kind as the web form shows it, same labels, and
-the same validation when a modal comes back."""
+the same validation when a modal comes back. A request whose accept needs a passkey gets no accepting button."""
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from elicitation.delivery import slack
-from elicitation.models import ElicitationRequest
+from elicitation.models import ElicitationRequest, Queue
+from elicitation.queue import rules, step_up
+from tests.security.test_step_up import PAY, STEP_UP_RULE
 
 OPTIONS_12 = [f"opt-{n}" for n in range(12)]
 
@@ -114,6 +117,39 @@ def test_a_larger_form_gets_a_modal_button_and_the_message_as_plain_text(form: E
     assert [e.get("action_id") for e in actions["elements"]] == [slack.OPEN_FORM, slack.DECLINE, slack.LINK]
     texts = [b["text"] for b in blocks if b["type"] == "section"]
     assert all(text["type"] == "plain_text" for text in texts)  # agent text never becomes mrkdwn
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{"type": "object", "properties": {"ok": {"type": "boolean"}}}, ALL_KINDS],
+    ids=["yes-no", "larger-form"],
+)
+def test_a_request_that_needs_a_passkey_offers_decline_and_a_link_to_approve_on_its_page(
+    queue: Queue, make_request: Callable[..., ElicitationRequest], schema: dict[str, Any]
+) -> None:
+    rules.replace_policy(queue, {"rules": [STEP_UP_RULE]})
+    request = make_request(requested_schema=schema, context=PAY)
+    assert step_up.required(request)
+    blocks = slack.as_dicts(slack.message_blocks(request))
+    actions = next(b for b in blocks if b["type"] == "actions")
+    # No Yes, No or Answer…: each is an accept, which only the page can sign.
+    assert [(e["type"], e.get("action_id")) for e in actions["elements"]] == [
+        ("button", slack.LINK),
+        ("button", slack.DECLINE),
+    ]
+    link, decline = actions["elements"]
+    assert (link["text"]["text"], link["url"]) == ("Approve with passkey", slack.request_link(request))
+    assert "value" not in link  # a link: Slack opens the page, nothing comes back to answer
+    assert (decline["text"]["text"], decline["value"]) == ("Decline", str(request.pk))
+    [context] = [b for b in blocks if b["type"] == "context"]
+    assert "passkey" in context["elements"][0]["text"]
+
+
+def test_the_context_of_a_request_without_step_up_says_nothing_of_passkeys(
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    blocks = slack.as_dicts(slack.message_blocks(make_request()))
+    assert "passkey" not in json.dumps(blocks)
 
 
 def state(**values: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Web Push, end to end with the real client library on the wire: pywebpush sends to a push service on loopback
 that checks the VAPID JWT (RFC 8292) and decrypts the aes128gcm body (RFC 8291) with keys only the browser holds;
 subscriptions a push service says are gone are deleted; quiet hours and the told-once rule hold; an Approve /
-Reject token answers once, through the page's transitions, and a replayed or foreign one is refused."""
+Reject token answers once, through the page's transitions, and a replayed or foreign one is refused. A request whose
+accept needs a passkey is pushed with Decline and "Approve with passkey" (the page) and no Approve token; one made
+anyway is refused by `respond`."""
 
 import json
 import threading
@@ -12,12 +14,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core import signing
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from elicitation.delivery import notices, routing, web_push
+from elicitation.delivery import notices, push_actions, routing, web_push
 from elicitation.models import (
     Channel,
     ElicitationRequest,
@@ -30,10 +33,12 @@ from elicitation.models import (
     ReviewerReach,
     Status,
 )
-from elicitation.queue import clock, transitions
+from elicitation.queue import clock, rules, step_up, transitions
 from elicitation.reviewer.rate_budget import charge_reviewer_rate
 from reviewhub.rates import parse_rate
+from tests.conftest import FORM_SCHEMA
 from tests.delivery.reach.push_service import Browser, Delivery, PushService
+from tests.security.test_step_up import PAY, STEP_UP_RULE
 
 YES_NO = {
     "type": "object",
@@ -77,15 +82,38 @@ def subscribe(service: PushService, user: User, name: str) -> tuple[Browser, Pus
     return browser, row
 
 
-def posted(
-    make_request: Callable[..., ElicitationRequest], capture: Any, **fields: Any
-) -> ElicitationRequest:
-    with capture(execute=True):
-        return make_request(**fields)
+@pytest.fixture
+def phone(push_service: PushService, reviewer: User) -> PushSubscription:
+    """The reviewer's phone, subscribed before anything is asked."""
+    return subscribe(push_service, reviewer, "phone")[1]
+
+
+Post = Callable[..., ElicitationRequest]
+
+
+@pytest.fixture
+def post(
+    push_rule: ReachRule,
+    push_service: PushService,
+    make_request: Callable[..., ElicitationRequest],
+    django_capture_on_commit_callbacks: Any,
+) -> Post:
+    """Ask (a yes/no approval unless told otherwise) with the queue's push rule in place; the arrival's notices
+    are sent as the commit would send them."""
+
+    def post_request(**fields: Any) -> ElicitationRequest:
+        with django_capture_on_commit_callbacks(execute=True):
+            return make_request(**{"requested_schema": YES_NO, **fields})
+
+    return post_request
+
+
+def push_notice(request: ElicitationRequest) -> Notice:
+    return Notice.objects.get(request=request, channel=Channel.PUSH)
 
 
 def action_token(delivery: Delivery, action: str) -> str:
-    return next(item["token"] for item in delivery.payload["actions"] if item["action"] == action)
+    return str(next(item["token"] for item in delivery.payload["actions"] if item["action"] == action))
 
 
 def press(request: ElicitationRequest, token: str, client: Client | None = None) -> Any:
@@ -100,17 +128,10 @@ def press(request: ElicitationRequest, token: str, client: Client | None = None)
 
 
 def test_an_arrival_reaches_each_browser_signed_with_vapid_and_encrypted_to_its_keys(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    phone: PushSubscription, push_service: PushService, reviewer: User, post: Post
 ) -> None:
-    subscribe(push_service, reviewer, "phone")
     subscribe(push_service, reviewer, "laptop")
-    request = posted(
-        make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO, message="Deploy <b>v2</b>?"
-    )
+    request = post(message="Deploy <b>v2</b>?")
     deliveries = push_service.wait_for(2)
     assert push_service.refusals == []
     assert sorted(d.browser for d in deliveries) == ["laptop", "phone"]
@@ -129,7 +150,7 @@ def test_an_arrival_reaches_each_browser_signed_with_vapid_and_encrypted_to_its_
             ("approve", "Approve"),
             ("reject", "Reject"),
         ]
-    notice = Notice.objects.get(request=request, channel=Channel.PUSH)
+    notice = push_notice(request)
     assert (notice.status, notice.recipient, notice.sent_at is not None) == (
         "sent",
         f"user:{reviewer.pk}",
@@ -139,14 +160,9 @@ def test_an_arrival_reaches_each_browser_signed_with_vapid_and_encrypted_to_its_
 
 
 def test_a_form_that_is_not_one_yes_no_question_only_opens_the_request(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    phone: PushSubscription, push_service: PushService, post: Post
 ) -> None:
-    subscribe(push_service, reviewer, "phone")
-    posted(make_request, django_capture_on_commit_callbacks)  # the default form: several questions
+    post(requested_schema=FORM_SCHEMA)  # several questions
     [delivery] = push_service.wait_for(1)
     assert delivery.payload["actions"] == []
     assert "answerUrl" not in delivery.payload
@@ -154,37 +170,19 @@ def test_a_form_that_is_not_one_yes_no_question_only_opens_the_request(
 
 
 def test_a_url_request_shows_nothing_of_its_message(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    phone: PushSubscription, push_service: PushService, post: Post
 ) -> None:
-    subscribe(push_service, reviewer, "phone")
-    posted(
-        make_request,
-        django_capture_on_commit_callbacks,
-        mode="url",
-        url="https://example.com/connect",
-        requested_schema=None,
-        message="secret-ish context",
-    )
+    post(mode="url", url="https://example.com/connect", requested_schema=None, message="secret-ish context")
     [delivery] = push_service.wait_for(1)
     assert "secret-ish" not in json.dumps(delivery.payload)
     assert delivery.payload["actions"] == []
 
 
 def test_a_long_message_and_long_names_still_fit_one_push(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    queue: Queue,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    phone: PushSubscription, push_service: PushService, queue: Queue, post: Post
 ) -> None:
-    subscribe(push_service, reviewer, "phone")
     Queue.objects.filter(pk=queue.pk).update(name="Q" * 200)
-    posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO, message="x" * 4000)
+    post(message="x" * 4000)
     [delivery] = push_service.wait_for(1)
     assert len(delivery.payload["body"]) == web_push.BODY_LIMIT
     assert len(delivery.payload["title"]) == 120
@@ -193,13 +191,9 @@ def test_a_long_message_and_long_names_still_fit_one_push(
 
 
 def test_a_holder_kept_past_t2_is_pushed_on_the_queues_push_channel(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    push_service: PushService, reviewer: User, post: Post
 ) -> None:
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
+    request = post()
     subscribe(push_service, reviewer, "phone")  # after the arrival: only the T2 notice reaches it
     transitions.claim_request(request.pk, user=reviewer)
     [batch] = notices.record_notice_batches(request.pk, routing.HOLDER_TIER)
@@ -215,94 +209,60 @@ def test_a_holder_kept_past_t2_is_pushed_on_the_queues_push_channel(
 
 
 def test_gone_and_unknown_subscriptions_are_deleted_and_the_rest_still_reached(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    push_service: PushService, reviewer: User, post: Post
 ) -> None:
     _, gone = subscribe(push_service, reviewer, "old-phone")
     _, unknown = subscribe(push_service, reviewer, "wiped-laptop")
     _, kept = subscribe(push_service, reviewer, "desktop")
     push_service.gone.add("old-phone")
     push_service.not_found.add("wiped-laptop")
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
+    request = post()
     assert [d.browser for d in push_service.wait_for(1)] == ["desktop"]
     assert list(PushSubscription.objects.values_list("pk", flat=True)) == [kept.pk]
-    assert Notice.objects.get(request=request, channel=Channel.PUSH).status == "sent"
+    assert push_notice(request).status == "sent"
     assert not PushSubscription.objects.filter(pk__in=[gone.pk, unknown.pk]).exists()
 
 
 def test_a_notice_whose_every_browser_is_gone_is_retried_not_marked_sent(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    push_service: PushService, reviewer: User, post: Post
 ) -> None:
     subscribe(push_service, reviewer, "old-phone")
     push_service.gone.add("old-phone")
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
-    notice = Notice.objects.get(request=request, channel=Channel.PUSH)
+    notice = push_notice(post())
     assert (notice.status, notice.attempts) == ("pending", 1)
     assert "gone" in notice.reason
     assert not PushSubscription.objects.exists()
 
 
 def test_quiet_hours_hold_the_push_back(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    phone: PushSubscription, push_service: PushService, reviewer: User, post: Post
 ) -> None:
-    subscribe(push_service, reviewer, "phone")
     ReviewerReach.objects.create(
         user=reviewer, time_zone="UTC", quiet_start=time(0, 0), quiet_end=time(23, 59)
     )
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
-    notice = Notice.objects.get(request=request, channel=Channel.PUSH)
+    notice = push_notice(post())
     assert (notice.status, notice.reason) == ("skipped", "quiet hours")
     assert push_service.deliveries == []
 
 
-def test_a_reviewer_with_no_subscribed_browser_is_skipped_with_why(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
-) -> None:
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
-    notice = Notice.objects.get(request=request, channel=Channel.PUSH)
+def test_a_reviewer_with_no_subscribed_browser_is_skipped_with_why(reviewer: User, post: Post) -> None:
+    notice = push_notice(post())
     assert (notice.status, notice.reason) == ("skipped", "no browser subscribed to Web Push")
 
 
 def test_without_vapid_keys_a_push_rule_tells_nobody_and_says_why(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
-    settings: Any,
+    phone: PushSubscription, push_service: PushService, post: Post, settings: Any
 ) -> None:
-    subscribe(push_service, reviewer, "phone")
     settings.WEB_PUSH_VAPID_PRIVATE_KEY = ""
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
-    notice = Notice.objects.get(request=request, channel=Channel.PUSH)
+    notice = push_notice(post())
     assert (notice.status, notice.reason) == ("skipped", "Web Push not set up")
     assert push_service.deliveries == []
 
 
 def test_a_reviewer_is_pushed_once_however_often_the_tier_is_recorded(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    phone: PushSubscription, push_service: PushService, post: Post
 ) -> None:
-    subscribe(push_service, reviewer, "phone")
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
+    request = post()
     push_service.wait_for(1)
     assert notices.record_notice_batches(request.pk, 0) == []
     assert notices.due_notice_batches() == []
@@ -314,14 +274,9 @@ def test_a_reviewer_is_pushed_once_however_often_the_tier_is_recorded(
 
 @pytest.fixture
 def pushed(
-    push_rule: ReachRule,
-    push_service: PushService,
-    reviewer: User,
-    make_request: Callable[..., ElicitationRequest],
-    django_capture_on_commit_callbacks: Any,
+    phone: PushSubscription, push_service: PushService, post: Post
 ) -> tuple[ElicitationRequest, Delivery]:
-    subscribe(push_service, reviewer, "phone")
-    request = posted(make_request, django_capture_on_commit_callbacks, requested_schema=YES_NO)
+    request = post()
     [delivery] = push_service.wait_for(1)
     return request, delivery
 
@@ -463,6 +418,73 @@ def test_an_action_over_the_reviewers_rate_budget_is_a_429(
     assert int(response["Retry-After"]) > 0
     request.refresh_from_db()
     assert request.status == Status.PENDING
+
+
+# --- a request whose accept needs a passkey --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pushed_step_up(
+    queue: Queue, phone: PushSubscription, push_service: PushService, post: Post
+) -> tuple[ElicitationRequest, Delivery]:
+    rules.replace_policy(queue, {"rules": [STEP_UP_RULE]})
+    request = post(context=PAY)
+    assert step_up.required(request)
+    [delivery] = push_service.wait_for(1)
+    return request, delivery
+
+
+def test_a_step_up_approval_offers_decline_and_approve_with_passkey_but_no_approve(
+    pushed_step_up: tuple[ElicitationRequest, Delivery],
+) -> None:
+    request, delivery = pushed_step_up
+    payload = delivery.payload
+    assert [(a["action"], a["title"], "token" in a) for a in payload["actions"]] == [
+        ("open", "Approve with passkey", False),  # opens the page, where the passkey signs
+        ("decline", "Decline", True),
+    ]
+    assert (payload["url"], payload["answerUrl"]) == (
+        f"/requests/{request.pk}/",
+        f"/requests/{request.pk}/push-answer",
+    )
+    claims = signing.loads(action_token(delivery, "decline"), salt=push_actions.SALT)
+    assert (claims["a"], claims["r"]) == ("decline", str(request.pk))
+    assert PushAction.objects.filter(request=request).count() == 1  # one row, and no Approve token minted
+
+
+def test_a_step_up_approvals_decline_needs_no_passkey(
+    pushed_step_up: tuple[ElicitationRequest, Delivery], reviewer: User
+) -> None:
+    request, delivery = pushed_step_up
+    response = press(request, action_token(delivery, "decline"))
+    assert response.status_code == 200, response.content
+    assert response.json() == {"request": str(request.pk), "status": "completed", "outcome": "Declined"}
+    request.refresh_from_db()
+    assert (request.status, request.action, request.answered_by) == (Status.COMPLETED, "decline", reviewer)
+    assert PushAction.objects.get(request=request).used_for == "decline"
+
+
+def test_an_approve_token_for_a_step_up_approval_is_refused_and_nothing_is_recorded(
+    pushed_step_up: tuple[ElicitationRequest, Delivery],
+) -> None:
+    request, delivery = pushed_step_up
+    # The Decline token's claims turned into Approve and signed again with the server's key: the digest is
+    # Decline's answer, not Approve's.
+    claims = signing.loads(action_token(delivery, "decline"), salt=push_actions.SALT)
+    altered = press(request, signing.dumps({**claims, "a": "approve"}, salt=push_actions.SALT))
+    assert altered.status_code == 403
+    assert altered.json()["fields"] == {"token": "digest mismatch"}
+    # A whole Approve token made with the server's key (as a server before this change made them): `respond`'s
+    # own step-up check refuses the accept, and the claim and the token's use roll back with it.
+    minted = press(request, push_actions.action_token(PushAction.objects.get(request=request), "approve"))
+    assert minted.status_code == 403
+    assert minted.json()["code"] == "forbidden"
+    assert "needs a passkey" in minted.json()["detail"]
+    assert f"/requests/{request.pk}/" in minted.json()["fields"]["step_up"]
+    request.refresh_from_db()
+    assert request.status == Status.PENDING
+    assert PushAction.objects.get(request=request).used_at is None
+    assert not RequestEvent.objects.filter(request=request, kind__in=["claimed", "completed"]).exists()
 
 
 # --- subscriptions --------------------------------------------------------------------------------------------------
