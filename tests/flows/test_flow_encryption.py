@@ -54,6 +54,8 @@ def test_without_keys_one_is_derived_from_the_secret_key(monkeypatch: pytest.Mon
         ("k1:not*base64!", "is not valid base64"),
         (f"k1:{b64(K1)},", "entry 2 must be"),
     ],
+    # Named, not shown: the keys are random per process, and pytest-xdist's workers must collect the same ids.
+    ids=["no id", "bad id", "id twice", "short key", "not base64", "empty entry"],
 )
 def test_bad_key_settings_fail_loudly(monkeypatch: pytest.MonkeyPatch, raw: str, message: str) -> None:
     monkeypatch.setenv("RH_FLOW_KEYS", raw)
