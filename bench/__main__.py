@@ -1,8 +1,9 @@
 """`python -m bench [NAME ...] [--quick]`: run benchmarks, write bench/results/latest.json and BENCHMARKS.md.
 
-Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm, rule_regex, gateway (default: all,
-in that order). `--quick` runs each with smaller counts to check the harness works; its figures are not written to BENCHMARKS.md. `--render` only
-rewrites BENCHMARKS.md from the last full run's figures and bench/findings.md (after editing the findings).
+Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm, rule_regex, gateway, idle
+(default: all, in that order), and servers (only when named: `--servers`, `--rounds`, `--parts`; bench/servers.py).
+`--quick` runs each with smaller counts to check the harness works; its figures are not written to BENCHMARKS.md.
+`--render` only rewrites BENCHMARKS.md from the last full run's figures and bench/findings.md (after editing the findings).
 The environment decides where it runs: DATABASE_URL (default the dedicated rh_bench database) and
 REDIS_URL (default Redis db 8); servers under test are started on free loopback ports.
 """
@@ -34,14 +35,22 @@ BENCHMARKS = {
     "storm": "bench.storm",
     "rule_regex": "bench.rule_regex",
     "gateway": "bench.gateway",
+    "idle": "bench.idle",
+    "servers": "bench.servers",
 }
-# The whole run, all benchmarks (waiting ~4 min, storm ~3 min of it).
+# Run only when named: the comparison of ASGI servers repeats the push, storm and sockets benches on each (~40 min).
+ON_DEMAND = {"servers"}
+# The whole run, all benchmarks but those on demand (waiting ~4 min, storm ~3 min of it).
 BUDGET_SECONDS = 25 * 60
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", help=f"benchmarks to run: {', '.join(BENCHMARKS)} (default all)")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        help=f"benchmarks to run: {', '.join(BENCHMARKS)} (default all but {', '.join(ON_DEMAND)})",
+    )
     parser.add_argument("--quick", action="store_true", help="small counts; results go to quick.json only")
     parser.add_argument(
         "--profile", action="store_true", help="sample each server under test with py-spy (bench/results/)"
@@ -52,6 +61,17 @@ def main(argv: list[str] | None = None) -> int:
         help="with --profile: sample only the thread holding the GIL (where the CPU goes, not the waits)",
     )
     parser.add_argument(
+        "--servers",
+        type=server_kinds,
+        help=f"servers: the ASGI servers to compare, comma-separated (default {','.join(harness.SERVER_KINDS)})",
+    )
+    parser.add_argument("--rounds", type=int, help="servers: rounds of each server in turn (default 2)")
+    parser.add_argument(
+        "--parts",
+        type=lambda text: text.split(","),
+        help="servers: which of sockets,push,storm (default all)",
+    )
+    parser.add_argument(
         "--render",
         action="store_true",
         help="only rewrite BENCHMARKS.md from bench/results/latest.json and bench/findings.md",
@@ -60,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         render_markdown(harness.RESULTS / "latest.json")
         return 0
-    names = args.names or list(BENCHMARKS)
+    names = args.names or [name for name in BENCHMARKS if name not in ON_DEMAND]
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
@@ -94,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.gil:
                 os.environ["BENCH_PROFILE_GIL"] = "1"
         try:
-            report = module.run(harness.Context(progress=progress, quick=args.quick))
+            options = {"servers": args.servers, "rounds": args.rounds, "parts": args.parts}
+            report = module.run(harness.Context(progress=progress, quick=args.quick, options=options))
         except Exception as exc:  # one broken benchmark must not lose the others' figures
             traceback.print_exc()
             report = harness.Report(name, module.TITLE, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -118,6 +139,16 @@ def main(argv: list[str] | None = None) -> int:
         render_markdown(path)
     sys.stderr.write(f"\nbench: {total:.0f} s (budget {BUDGET_SECONDS} s); figures in {path}\n")
     return 0 if all(r.met for r in reports) else 1
+
+
+def server_kinds(text: str) -> list[str]:
+    kinds = text.split(",")
+    unknown = [kind for kind in kinds if kind not in harness.SERVER_KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown server {', '.join(unknown)}: {', '.join(harness.SERVER_KINDS)}"
+        )
+    return kinds
 
 
 def render_markdown(results_file: Path) -> None:

@@ -47,7 +47,7 @@ def run(ctx: Context) -> Report:
         reviewers = fixtures.create_reviewers(PREFIX, REVIEWERS, queue)
         ctx.progress.start("inserting pending requests")
         fixtures.bulk_requests(queue, agent.id, 40_000 if not ctx.quick else 10_000)
-        with Server("daphne", env=UNBOUND_RATES) as server:
+        with Server(env=UNBOUND_RATES) as server:
             api, raw = asyncio.run(measure(ctx, server, queue.pk, reviewers, rounds, seconds))
         ratio = api.rate / raw.rate if raw.rate else 0.0
         report.add(

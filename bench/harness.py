@@ -122,29 +122,75 @@ def load_average() -> float:
 
 
 def rss_kib(pid: int) -> int:
-    """Resident memory of a process, from /proc (VmRSS)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+    """Resident memory of a process and its children, from /proc (VmRSS)."""
+    total = 0
+    for each in (pid, *descendants(pid)):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name (which may hold spaces): field 3 of the man page is index 0."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (granian serves from a worker process it forks)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                children.setdefault(int(stat_fields(int(entry.name))[1]), []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += children.get(child, [])
+    return found
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and all its threads so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """User + system CPU time of a process, all its threads and its children (live or reaped) so far."""
+    fields = stat_fields(pid)
+    total = sum(int(value) for value in fields[11:15])  # utime, stime, reaped children's cutime, cstime
+    for child in descendants(pid):
+        with contextlib.suppress(OSError):
+            total += sum(int(value) for value in stat_fields(child)[11:13])
+    return total / CLOCK_TICKS
+
+
+# The ASGI servers a bench can run ReviewHub on (`python -m bench.serve KIND`): `reviewhub` is daphne through
+# reviewhub/serve.py (its sliced timeout walk and paced admission), `daphne` the plain daphne command line.
+SERVER_KINDS = ("reviewhub", "daphne", "uvicorn", "granian")
+SERVER_LABELS = {
+    "reviewhub": "daphne + reviewhub/serve.py",
+    "daphne": "daphne (plain)",
+    "uvicorn": "uvicorn",
+    "granian": "granian",
+}
+# What `make run`, the image and the test servers serve with: the kind every bench runs unless it compares them.
+DEPLOYED_SERVER = "reviewhub"
+# granian admits at most this many connections at once per worker (its default is the backlog): above the 5,000
+# sockets the benches hold, so it refuses none of them.
+GRANIAN_BACKPRESSURE = 65536
 
 
 class Server:
-    """One ASGI server process under test (daphne or uvicorn) on a free loopback port, bench settings."""
+    """One ASGI server process under test (see SERVER_KINDS) on a free loopback port, bench settings. It leads a
+    process group of its own, so `kill()` takes a server's worker processes (granian's) with it."""
 
     def __init__(
         self,
-        kind: str = "daphne",
+        kind: str = DEPLOYED_SERVER,
         env: dict[str, str] | None = None,
         role: str = "",
         start_timeout: float = 30.0,
     ) -> None:
+        if kind not in SERVER_KINDS:
+            raise ValueError(f"unknown server {kind!r}: one of {', '.join(SERVER_KINDS)}")
         self.kind = kind
         self.start_timeout = start_timeout  # a loaded machine imports Django slowly
         self.port = free_port()
@@ -163,27 +209,24 @@ class Server:
 
     @property
     def pid(self) -> int:
+        """The process started; `cpu_seconds` and `rss_kib` of it count its workers too."""
         assert self.process is not None
         return self.process.pid
 
+    @property
+    def serving_pid(self) -> int:
+        """The process running the application's event loop: granian's worker, otherwise the one started."""
+        workers = descendants(self.pid)
+        return min(workers) if workers else self.pid
+
     def command(self) -> list[str]:
         app = os.environ.get("BENCH_APP", "reviewhub.asgi:application")
-        if self.kind == "daphne":
-            return [
-                sys.executable,
-                "-m",
-                "bench.serve",
-                "daphne",
-                "-e",
-                f"tcp:port={self.port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}",
-                app,
-            ]
+        serve = [sys.executable, "-m", "bench.serve", self.kind]
+        if self.kind in ("reviewhub", "daphne"):
+            return [*serve, "-e", f"tcp:port={self.port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}", app]
         if self.kind == "uvicorn":
             return [
-                sys.executable,
-                "-m",
-                "bench.serve",
-                "uvicorn",
+                *serve,
                 app,
                 "--host",
                 "127.0.0.1",
@@ -195,13 +238,34 @@ class Server:
                 "--backlog",
                 str(LISTEN_BACKLOG),
             ]
-        raise ValueError(f"unknown server {self.kind}")
+        return [
+            *serve,
+            "--interface",
+            "asgi",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--backlog",
+            str(LISTEN_BACKLOG),
+            "--backpressure",
+            str(GRANIAN_BACKPRESSURE),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            app,
+        ]
 
     def start(self, timeout: float = 30.0) -> "Server":
         RESULTS.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            self.command(), cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            self.command(),
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -228,7 +292,7 @@ class Server:
                 str(py_spy),
                 "record",
                 "-p",
-                str(self.pid),
+                str(self.serving_pid),
                 "-r",
                 "100",
                 "-f",
@@ -242,6 +306,14 @@ class Server:
             stderr=subprocess.DEVNULL,
         )
 
+    def kill(self) -> None:
+        """Die like a crashed process, workers and all: SIGKILL to the server's process group."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
@@ -249,8 +321,9 @@ class Server:
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+            self.kill()
+        with contextlib.suppress(ProcessLookupError):  # a worker its server left behind
+            os.killpg(self.process.pid, signal.SIGKILL)
         if self.profiler is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.profiler.wait(timeout=20)  # py-spy writes its file when the process it samples exits

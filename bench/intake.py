@@ -27,7 +27,7 @@ def run(ctx: Context) -> Report:
     rounds, seconds = (1, 2.0) if ctx.quick else (3, 5.0)
     try:
         # A loaded machine (other benchmarks, test runs) can take daphne past the default 30 s to start.
-        server = Server("daphne").start(timeout=120)
+        server = Server().start(timeout=120)
         try:
             api, base = asyncio.run(measure(ctx, server, queue.pk, agents, rounds, seconds))
         finally:

@@ -23,12 +23,16 @@ import redis.asyncio as aioredis
 
 from bench import fixtures, idle_sockets
 from bench.harness import (
+    DEPLOYED_SERVER,
+    SERVER_LABELS,
     ClientProcess,
     Context,
     Figure,
     KeepAliveHttp,
     Report,
     Server,
+    cpu_seconds,
+    load_average,
     paced,
     percentile,
     raise_fd_limit,
@@ -60,21 +64,14 @@ def run(ctx: Context) -> Report:
         reviewer = fixtures.create_reviewers(PREFIX, 1, queue)[0]
         # As deployed with more than one web process: reviewers' answers are committed by one process, the
         # agents' sockets and long-polls are held by another, and the push crosses Redis between them.
-        ws_ids = claimed_requests(queue, waiting, reviewer.id, ws_count)
-        lp_ids = claimed_requests(queue, waiting, reviewer.id, lp_count)
-        with (
-            Server("daphne", env=UNBOUND_RATES, role="sockets") as sockets,
-            Server("daphne", env=UNBOUND_RATES, role="answers") as answers,
-        ):
-            result = asyncio.run(
-                measure(ctx, sockets, answers.base_url, idle_agents, waiting, reviewer.id, ws_ids, lp_ids)
-            )
-            # What GC_THRESHOLDS costs in memory: whatever only a full collection frees is still held here.
-            rss_mib = {"sockets": rss_kib(sockets.pid) // 1024, "answers": rss_kib(answers.pid) // 1024}
+        result = two_processes(
+            ctx, DEPLOYED_SERVER, queue, idle_agents, waiting, reviewer.id, ws_count, lp_count
+        )
+        rss_mib = result["rss_mib"]
         # One process doing both: its answering work and the pushes share one event loop and one GIL.
         ws_ids = claimed_requests(queue, waiting, reviewer.id, ws_count)
         lp_ids = claimed_requests(queue, waiting, reviewer.id, lp_count)
-        with Server("daphne", env=UNBOUND_RATES, role="both") as server:
+        with Server(DEPLOYED_SERVER, env=UNBOUND_RATES, role="both") as server:
             shared = asyncio.run(
                 measure(ctx, server, server.base_url, idle_agents, waiting, reviewer.id, ws_ids, lp_ids)
             )
@@ -196,15 +193,55 @@ def run(ctx: Context) -> Report:
         },
     }
     report.notes.append(
-        f"{len(ws_ids)} answers pushed over WebSocket and {len(lp_ids)} over long-poll at {RATE:.0f}/s "
+        f"{ws_count} answers pushed over WebSocket and {len(lp_ids)} over long-poll at {RATE:.0f}/s "
         f"(achieved {result['rate']:.0f}/s) with {result['idle_open']:,} idle agent sockets open; "
         f"20 waiting agents; at most {IN_FLIGHT} answers in flight; the idle sockets in a client process of their "
         "own, the rest in one asyncio process. Target rows: "
-        "answers committed by one daphne process, sockets and long-polls held by another (a deployment with "
-        "more than one web process; the push crosses Redis). 'One process' rows: the same run again with a "
-        "single daphne process doing both, whose answering work delays its own pushes."
+        f"answers committed by one {SERVER_LABELS[DEPLOYED_SERVER]} process, sockets and long-polls held by "
+        "another (a deployment with more than one web process; the push crosses Redis). 'One process' rows: the "
+        "same run again with a single process doing both, whose answering work delays its own pushes. Server "
+        f"CPU per answer in the WebSocket phase: sockets process {result['cpu_ms_per_answer'].get('sockets')} ms, "
+        f"answering process {result['cpu_ms_per_answer'].get('answers')} ms."
     )
     return report
+
+
+def two_processes(
+    ctx: Context,
+    kind: str,
+    queue: Any,
+    idle_agents: list[fixtures.Credential],
+    waiting: list[fixtures.Credential],
+    reviewer_id: int,
+    ws_count: int,
+    lp_count: int,
+) -> dict[str, Any]:
+    """The target rows' setup on the ASGI server `kind`: answers committed by one process of it, the sockets and
+    long-polls held by another (the push crosses Redis between them)."""
+    ws_ids = claimed_requests(queue, waiting, reviewer_id, ws_count)
+    lp_ids = claimed_requests(queue, waiting, reviewer_id, lp_count)
+    load_before = load_average()
+    with (
+        Server(kind, env=UNBOUND_RATES, role="sockets", start_timeout=120) as sockets,
+        Server(kind, env=UNBOUND_RATES, role="answers", start_timeout=120) as answers,
+    ):
+        result = asyncio.run(
+            measure(
+                ctx,
+                sockets,
+                answers.base_url,
+                idle_agents,
+                waiting,
+                reviewer_id,
+                ws_ids,
+                lp_ids,
+                answers_pid=answers.pid,
+            )
+        )
+        # What GC_THRESHOLDS costs in memory: whatever only a full collection frees is still held here.
+        result["rss_mib"] = {"sockets": rss_kib(sockets.pid) // 1024, "answers": rss_kib(answers.pid) // 1024}
+    result["load_average"] = [load_before, load_average()]
+    return result
 
 
 def claimed_requests(
@@ -234,6 +271,7 @@ async def measure(
     reviewer_id: int,
     ws_ids: list[tuple[int, str]],
     lp_ids: list[tuple[int, str]],
+    answers_pid: int | None = None,
 ) -> dict[str, Any]:
     url = server.ws_url + "/ws/agent/"
     ctx.progress.start(f"opening {len(idle_agents)} idle agent sockets (in a client process of their own)")
@@ -241,7 +279,7 @@ async def measure(
     try:
         await holder.reply("opened", 600)
         return await measure_beside_idle(
-            ctx, server, answers_url, waiting, reviewer_id, ws_ids, lp_ids, holder
+            ctx, server, answers_url, waiting, reviewer_id, ws_ids, lp_ids, holder, answers_pid
         )
     finally:
         ctx.progress.start("closing sockets")
@@ -257,6 +295,7 @@ async def measure_beside_idle(
     ws_ids: list[tuple[int, str]],
     lp_ids: list[tuple[int, str]],
     holder: ClientProcess,
+    answers_pid: int | None,
 ) -> dict[str, Any]:
     # Everything this process loaded so far lives until it exits: frozen, so that its own full collections (a
     # pause in reading the frames being timed) walk only what the measuring makes.
@@ -317,6 +356,12 @@ async def measure_beside_idle(
 
         ctx.progress.start(f"answering {len(ws_ids)} at {RATE:.0f}/s (WebSocket)", len(ws_ids))
         started = time.monotonic()
+        # The server CPU the WebSocket phase cost, per answer: the sockets process relays each push (beside its
+        # 5,000 idle sockets), the answering one serves each answer's HTTP call; load on the machine slows either
+        # but hardly changes what it spends.
+        cpu_before = {"sockets": cpu_seconds(server.pid)}
+        if answers_pid is not None and answers_pid != server.pid:
+            cpu_before["answers"] = cpu_seconds(answers_pid)
 
         async def answer_ws(index: int) -> None:
             await answer(ws_ids[index][1])
@@ -325,6 +370,11 @@ async def measure_beside_idle(
         await paced(len(ws_ids), RATE, answer_ws, max_seconds=len(ws_ids) / RATE + 5)
         rate = len(committed) / (time.monotonic() - started)
         await asyncio.sleep(2)  # frames still in flight
+        pids = {"sockets": server.pid, "answers": answers_pid}
+        cpu_ms_per_answer = {
+            role: round((cpu_seconds(pids[role] or server.pid) - before) * 1000 / max(len(committed), 1), 2)
+            for role, before in cpu_before.items()
+        }
         timed = [
             (received[i] - committed[i], committed[i]) for _, i in ws_ids if i in received and i in committed
         ]
@@ -395,6 +445,7 @@ async def measure_beside_idle(
         "answer_errors": answer_errors,
         "idle_open": idle_open,
         "rate": rate,
+        "cpu_ms_per_answer": cpu_ms_per_answer,
         "long_poll_outcomes_other_than_completed": dict(poll_outcomes),
     }
 

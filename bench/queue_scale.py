@@ -41,7 +41,7 @@ def run(ctx: Context) -> Report:
         fixtures.vacuum()  # as autovacuum would have by then: visibility map set, statistics fresh
         plans = explain(large_q)
         cookie = fixtures.login_session(reviewer.id)
-        with Server("daphne", env=UNBOUND_RATES) as server:
+        with Server(env=UNBOUND_RATES) as server:
             timings = asyncio.run(
                 measure(ctx, server, [small_q.slug, large_q.slug], reviewer.key, cookie, rounds)
             )

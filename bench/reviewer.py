@@ -60,7 +60,6 @@ def run(ctx: Context) -> Report:
     fixtures.purge(PREFIX)
     try:
         server = Server(
-            "daphne",
             env={
                 **UNBOUND_RATES,
                 "PERIODIC_SWEEPS_IN_PROCESS": "false",

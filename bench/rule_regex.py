@@ -54,7 +54,7 @@ def run(ctx: Context) -> Report:
     noisy = fixtures.create_agents(PREFIX + "-noisy", 1, queue)[0]
     rounds, seconds = (1, 3.0) if ctx.quick else (4, 8.0)
     try:
-        with Server("daphne", env=UNBOUND_RATES, role="rule-regex", start_timeout=120) as server:
+        with Server(env=UNBOUND_RATES, role="rule-regex", start_timeout=120) as server:
             measured, noise = asyncio.run(measure(ctx, server, queue.slug, quiet, noisy, rounds, seconds))
     finally:
         fixtures.purge(PREFIX)

@@ -73,7 +73,7 @@ def run(ctx: Context) -> Report:
     rounds, seconds = (1, 2.0) if ctx.quick else (3, 5.0)
     samples = 50 if ctx.quick else 300
     try:
-        with Server("daphne", env=UNBOUND_RATES) as server:
+        with Server(env=UNBOUND_RATES) as server:
             none, thousand = asyncio.run(measure_intake(ctx, server, agents, rounds, seconds))
             pushes, lag, plain, missing = asyncio.run(measure_scripted(ctx, server, agents[0], samples))
     finally:

@@ -1,4 +1,6 @@
-"""Start a server under test with its file-descriptor limit raised: `python -m bench.serve daphne|uvicorn ARGS`.
+"""Start a server under test with its file-descriptor limit raised: `python -m bench.serve KIND ARGS`, KIND one of
+harness.SERVER_KINDS (`reviewhub`: daphne through reviewhub/serve.py; `daphne`: the plain daphne command line;
+`uvicorn`; `granian`), ARGS that server's own command-line arguments.
 
 Thousands of idle sockets need thousands of descriptors; the soft limit is raised in-process (setrlimit) so
 the bench works the same whether or not the calling shell ran `ulimit -n`. With BENCH_GC_LOG=1 each full
@@ -42,15 +44,18 @@ def log_full_collections() -> None:
     gc.callbacks.append(callback)
 
 
-def log_slow_connection_walks() -> None:
-    """daphne walks all of its connections every second (`application_checker`); its timeout walk, which also
-    sends the pings due, runs a tenth of them every 0.2 s (reviewhub/serve.py): each walk that held the event loop
-    5 ms or more."""
+def log_slow_connection_walks(kind: str) -> None:
+    """daphne walks all of its connections every second (`application_checker`) and, plain, every two seconds
+    (`timeout_checker`, which also sends the pings due); reviewhub/serve.py runs the latter over a tenth of them
+    every 0.2 s: each walk that held the event loop 5 ms or more."""
     # Imported here: importing daphne installs Twisted's reactor, and the load generator imports this module too.
+    from daphne.server import Server
+
     from reviewhub.serve import SpreadServer
 
+    server_class = SpreadServer if kind == "reviewhub" else Server
     for name in ("application_checker", "timeout_checker"):
-        walk = getattr(SpreadServer, name)
+        walk = getattr(server_class, name)
 
         def timed(self: Any, walk: Any = walk, name: str = name) -> None:
             began = time.perf_counter()
@@ -64,7 +69,7 @@ def log_slow_connection_walks() -> None:
                     flush=True,
                 )
 
-        setattr(SpreadServer, name, timed)
+        setattr(server_class, name, timed)
 
 
 def main() -> None:
@@ -72,19 +77,27 @@ def main() -> None:
     raise_fd_limit()
     if os.environ.get("BENCH_GC_LOG") in ("1", "types"):
         log_full_collections()
-        if server == "daphne":
-            log_slow_connection_walks()
+        if server in ("reviewhub", "daphne"):
+            log_slow_connection_walks(server)
     sys.argv = [server, *args]
-    if server == "daphne":  # as deployed: daphne through reviewhub/serve.py
+    if server == "reviewhub":  # as deployed: daphne through reviewhub/serve.py
         from reviewhub.serve import ReviewHubCommandLine
 
         ReviewHubCommandLine.entrypoint()
+    elif server == "daphne":  # the `daphne` command as installed
+        from daphne.cli import CommandLineInterface
+
+        CommandLineInterface.entrypoint()
     elif server == "uvicorn":
         import uvicorn
 
         uvicorn.main()
+    elif server == "granian":
+        from granian.cli import entrypoint
+
+        entrypoint()  # type: ignore[no-untyped-call]
     else:
-        raise SystemExit(f"unknown server {server!r}: daphne or uvicorn")
+        raise SystemExit(f"unknown server {server!r}: reviewhub, daphne, uvicorn or granian")
 
 
 if __name__ == "__main__":

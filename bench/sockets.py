@@ -1,4 +1,4 @@
-"""#4 Waiting agents per process: 5,000 idle agent WebSockets on one ASGI process, daphne beside uvicorn.
+"""#4 Waiting agents per process: 5,000 idle agent WebSockets on one ASGI process, the deployed server beside uvicorn.
 
 Each server in turn: 5,000 agents each open `/ws/agent/` (Authorization: Bearer) and wait for `hello`; then
 the sockets sit idle for a while (the consumer's periodic recheck runs) and must all still be open. Resident
@@ -7,6 +7,7 @@ reported too: 5,000 idle sockets should cost little. Descriptor limits are raise
 """
 
 import asyncio
+import importlib.util
 import json
 import time
 from typing import Any
@@ -15,6 +16,8 @@ import websockets
 
 from bench import fixtures
 from bench.harness import (
+    DEPLOYED_SERVER,
+    SERVER_LABELS,
     Context,
     Figure,
     Report,
@@ -32,7 +35,7 @@ PREFIX = "bench-sockets"
 SOCKETS = 5000
 IDLE_SECONDS = 12.0
 KIB_TARGET = 100
-SERVERS = ("daphne", "uvicorn")
+SERVERS = (DEPLOYED_SERVER, "uvicorn")
 
 
 def run(ctx: Context) -> Report:
@@ -53,55 +56,19 @@ def run(ctx: Context) -> Report:
 
     for kind in SERVERS:
         r = results[kind]
-        report.add(
-            Figure(
-                f"{kind}: sockets open after idling (of {count:,})",
-                r["open_after_idle"],
-                "",
-                f"{count:,}",
-                r["open_after_idle"] == count,
-            ),
-            Figure(f"{kind}: failed handshakes", r["failed"], "", "0", r["failed"] == 0),
-            Figure(
-                f"{kind}: RSS growth per socket",
-                r["kib_per_socket"],
-                "KiB",
-                f"≤ {KIB_TARGET} KiB",
-                r["kib_per_socket"] <= KIB_TARGET,
-            ),
-            Figure(
-                f"{kind}: handshakes per second (64 at a time)", r["handshakes_per_s"], "/s", "reported", None
-            ),
-            Figure(
-                f"{kind}: server CPU per handshake", r["server_cpu_ms_per_handshake"], "ms", "reported", None
-            ),
-            Figure(
-                f"{kind}: server CPU while {count:,} sockets idle",
-                r["idle_cpu_percent"],
-                "% of a core",
-                "reported",
-                None,
-            ),
-        )
-    daphne, uvicorn = results["daphne"], results["uvicorn"]
-    memory_gain = daphne["kib_per_socket"] / max(uvicorn["kib_per_socket"], 0.1)
-    rate_gain = uvicorn["handshakes_per_s"] / max(daphne["handshakes_per_s"], 0.1)
-    cpu_gain = daphne["server_cpu_ms_per_handshake"] / max(uvicorn["server_cpu_ms_per_handshake"], 0.01)
-    idle_gain = daphne["idle_cpu_percent"] / max(uvicorn["idle_cpu_percent"], 0.1)
+        report.add(*socket_figures(SERVER_LABELS[kind], r, count))
+    deployed, uvicorn = results[DEPLOYED_SERVER], results["uvicorn"]
+    memory_gain = deployed["kib_per_socket"] / max(uvicorn["kib_per_socket"], 0.1)
+    rate_gain = uvicorn["handshakes_per_s"] / max(deployed["handshakes_per_s"], 0.1)
+    cpu_gain = deployed["server_cpu_ms_per_handshake"] / max(uvicorn["server_cpu_ms_per_handshake"], 0.01)
+    idle_gain = deployed["idle_cpu_percent"] / max(uvicorn["idle_cpu_percent"], 0.1)
+    versus = f"uvicorn vs {SERVER_LABELS[DEPLOYED_SERVER]}"
     report.add(
         Figure(
-            "uvicorn vs daphne: memory per socket (daphne ÷ uvicorn)",
-            memory_gain,
-            "x",
-            "switch if ≥ 1.5x",
-            None,
+            f"{versus}: memory per socket (deployed ÷ uvicorn)", memory_gain, "x", "switch if ≥ 1.5x", None
         ),
-        Figure(
-            "uvicorn vs daphne: handshake rate (uvicorn ÷ daphne)", rate_gain, "x", "switch if ≥ 1.5x", None
-        ),
-        Figure(
-            "uvicorn vs daphne: CPU per handshake (daphne ÷ uvicorn)", cpu_gain, "x", "switch if ≥ 1.5x", None
-        ),
+        Figure(f"{versus}: handshake rate (uvicorn ÷ deployed)", rate_gain, "x", "switch if ≥ 1.5x", None),
+        Figure(f"{versus}: CPU per handshake (deployed ÷ uvicorn)", cpu_gain, "x", "switch if ≥ 1.5x", None),
     )
     report.details = {
         **results,
@@ -113,11 +80,51 @@ def run(ctx: Context) -> Report:
     report.notes.append(
         f"{count:,} agents, one socket each, opened 64 at a time from one asyncio client process; idle for "
         f"{idle_seconds(ctx):.0f} s (1.5 recheck intervals) before counting open sockets and reading RSS. "
-        "RSS before = after a warm-up of 50 sockets opened and closed. uvicorn runs with its defaults "
-        "(httptools, websockets, uvloop). Handshake rates depend on how busy the machine was for each server "
+        "RSS before = after a warm-up of 50 sockets opened and closed. uvicorn runs with its defaults and what "
+        f"the environment has ({uvicorn_stack()}). Handshake rates depend on how busy the machine was for each server "
         "(details: load_average_opening); server CPU per handshake does not."
     )
     return report
+
+
+def uvicorn_stack() -> str:
+    """What uvicorn's `auto` choices pick here: uvloop and httptools only where installed."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return f"{loop}, {http}, websockets"
+
+
+def socket_figures(label: str, r: dict[str, Any], count: int) -> list[Figure]:
+    return [
+        Figure(
+            f"{label}: sockets open after idling (of {count:,})",
+            r["open_after_idle"],
+            "",
+            f"{count:,}",
+            r["open_after_idle"] == count,
+        ),
+        Figure(f"{label}: failed handshakes", r["failed"], "", "0", r["failed"] == 0),
+        Figure(
+            f"{label}: RSS growth per socket",
+            r["kib_per_socket"],
+            "KiB",
+            f"≤ {KIB_TARGET} KiB",
+            r["kib_per_socket"] <= KIB_TARGET,
+        ),
+        Figure(
+            f"{label}: handshakes per second (64 at a time)", r["handshakes_per_s"], "/s", "reported", None
+        ),
+        Figure(
+            f"{label}: server CPU per handshake", r["server_cpu_ms_per_handshake"], "ms", "reported", None
+        ),
+        Figure(
+            f"{label}: server CPU while {count:,} sockets idle",
+            r["idle_cpu_percent"],
+            "% of a core",
+            "reported",
+            None,
+        ),
+    ]
 
 
 def idle_seconds(ctx: Context) -> float:

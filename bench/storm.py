@@ -19,7 +19,6 @@ against before it.
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,14 +33,18 @@ import httpx
 
 from bench import answerers
 from bench.harness import (
+    DEPLOYED_SERVER,
     RESULTS,
+    SERVER_LABELS,
     ClientProcess,
     Context,
     Figure,
     Report,
     Server,
     bench_env,
+    cpu_seconds,
     free_port,
+    load_average,
     percentile,
     raise_fd_limit,
     summary_ms,
@@ -65,32 +68,9 @@ UNBOUND_RATES = {"AGENT_RATE": "100000000/min", "REVIEWER_RATE": "100000000/min"
 
 
 def run(ctx: Context) -> Report:
-    # Here, not at the top: the proxy process runs this module without Django.
-    from bench import fixtures
-
     report = Report(NAME, TITLE)
-    raise_fd_limit()
     count = 500 if ctx.quick else AGENTS
-    fixtures.purge(PREFIX)
-    try:
-        queue = fixtures.create_queue(PREFIX)
-        ctx.progress.start(f"creating {count:,} agents, one claimed request each")
-        agents = fixtures.create_agents(PREFIX, count, queue)
-        reviewer = fixtures.create_reviewers(PREFIX, 1, queue)[0]
-        # Two claimed requests per agent: the first is answered, the second never is, so every agent is still
-        # waiting (and reconnects) whatever was answered before the kill.
-        requests = fixtures.requests_per_agent(queue, [a.id for a in agents], 2, claimed_by=reviewer.id)
-        waits = [(agent, requests[agent.id][0], requests[agent.id][1]) for agent in agents]
-        with (
-            Server("daphne", env=UNBOUND_RATES, role="storm-a", start_timeout=120) as doomed,
-            Server("daphne", env=UNBOUND_RATES, role="storm-b", start_timeout=120) as survivor,
-            Proxy([doomed.port, survivor.port]) as proxy,
-        ):
-            result = asyncio.run(measure(ctx, doomed, survivor, proxy, waits, reviewer.id))
-            result["proxy"] = proxy.counters()
-        result["outbox"] = outbox_check(agents, result.pop("frames"))
-    finally:
-        fixtures.purge(PREFIX)
+    result = storm_on(ctx, DEPLOYED_SERVER, count)
 
     resume = result["resume_seconds"]
     p99 = percentile(resume, 99) if resume else float("nan")
@@ -140,13 +120,23 @@ def run(ctx: Context) -> Report:
             else None,
         ),
     )
+    report.add(
+        Figure(
+            "survivor CPU during the storm per reconnected agent (answers at the same rate included)",
+            result["survivor_cpu_ms_per_reconnect"],
+            "ms",
+            "reported",
+            None,
+        )
+    )
     report.details = {
         **{k: v for k, v in result.items() if k != "resume_seconds"},
         "resume": summary_ms(resume),
     }
     report.notes.append(
         f"{count:,} agents, one client-library socket each (spread window {RECONNECT_SPREAD_SECONDS:.0f} s), "
-        "through a loopback TCP proxy (its own process) in front of two daphne processes, connections dealt "
+        f"through a loopback TCP proxy (its own process) in front of two {SERVER_LABELS[DEPLOYED_SERVER]} "
+        "processes, connections dealt "
         f"in turn; answers at {RATE:.0f}/s (at most {IN_FLIGHT} in flight) committed through the survivor for "
         f"{BEFORE_SECONDS:.0f} s before the kill and until the storm ended (every cut-off agent resumed, or "
         f"{STORM_LIMIT_SECONDS:.0f} s). Resume time = kill -> the agent's `resumed` frame on its new socket. "
@@ -154,6 +144,38 @@ def run(ctx: Context) -> Report:
         "by one agent. The agents' sockets in one asyncio process, the answers in another (raw keep-alive HTTP)."
     )
     return report
+
+
+def storm_on(ctx: Context, kind: str, count: int) -> dict[str, Any]:
+    """One storm on two processes of the ASGI server `kind`, with agents and requests of its own (the outbox check
+    counts every event of these agents), deleted after."""
+    # Here, not at the top: the proxy process runs this module without Django.
+    from bench import fixtures
+
+    raise_fd_limit()
+    fixtures.purge(PREFIX)
+    try:
+        queue = fixtures.create_queue(PREFIX)
+        ctx.progress.start(f"creating {count:,} agents, one claimed request each")
+        agents = fixtures.create_agents(PREFIX, count, queue)
+        reviewer = fixtures.create_reviewers(PREFIX, 1, queue)[0]
+        # Two claimed requests per agent: the first is answered, the second never is, so every agent is still
+        # waiting (and reconnects) whatever was answered before the kill.
+        requests = fixtures.requests_per_agent(queue, [a.id for a in agents], 2, claimed_by=reviewer.id)
+        waits = [(agent, requests[agent.id][0], requests[agent.id][1]) for agent in agents]
+        load_before = load_average()
+        with (
+            Server(kind, env=UNBOUND_RATES, role="storm-a", start_timeout=120) as doomed,
+            Server(kind, env=UNBOUND_RATES, role="storm-b", start_timeout=120) as survivor,
+            Proxy([doomed.port, survivor.port]) as proxy,
+        ):
+            result = asyncio.run(measure(ctx, doomed, survivor, proxy, waits, reviewer.id))
+            result["proxy"] = proxy.counters()
+        result["outbox"] = outbox_check(agents, result.pop("frames"))
+        result["load_average"] = [load_before, load_average()]
+    finally:
+        fixtures.purge(PREFIX)
+    return result
 
 
 # --- the clients -------------------------------------------------------------------------------------------------
@@ -239,12 +261,13 @@ async def measure(
     try:
         ctx.progress.start(f"answering at {RATE:.0f}/s, then kill -9 one process")
         await answerer.reply("started", 60)
-        await asyncio.sleep(BEFORE_SECONDS)
+        await asyncio.sleep(1.0)  # the first second warms up
+        cpu_answering_began, answering_began = cpu_seconds(survivor.pid), time.monotonic()
+        await asyncio.sleep(BEFORE_SECONDS - 1.0)
         holding = [s for s in sockets if s.connected]
         killed_at = time.monotonic()
-        os.kill(doomed.pid, signal.SIGKILL)
-        if doomed.process is not None:
-            doomed.process.wait(timeout=10)
+        cpu_at_kill = cpu_seconds(survivor.pid)
+        doomed.kill()
 
         # Who was cut off: every socket that dropped after the kill.
         await asyncio.sleep(1.0)
@@ -258,6 +281,7 @@ async def measure(
                 break
             await asyncio.sleep(0.1)
         storm_ended = time.monotonic()
+        cpu_at_storm_end = cpu_seconds(survivor.pid)
         # A few seconds more at the same rate, then stop offering answers.
         await asyncio.sleep(2.0)
     finally:
@@ -290,6 +314,12 @@ async def measure(
     during = window(killed_at, offering_ended)
     storm_seconds = max(storm_ended - killed_at, 0.001)
     offering_seconds = max(offering_ended - killed_at, 0.001)
+    # The survivor's CPU in the storm, per agent it took in: the answers offered meanwhile are the same load on every
+    # server (their share is the rate before the kill), so this compares what the servers spend on reconnects.
+    answering_cpu_percent = (
+        (cpu_at_kill - cpu_answering_began) / max(killed_at - answering_began, 0.001) * 100
+    )
+    storm_cpu = cpu_at_storm_end - cpu_at_kill
     return {
         "agents": len(sockets),
         "cut_off": len(cut),
@@ -297,6 +327,9 @@ async def measure(
         "not_resumed": not_resumed,
         "not_resumed_last_close_codes": dict(last_close_codes),
         "storm_seconds": round(storm_seconds, 2),
+        "survivor_cpu_percent_answering_before": round(answering_cpu_percent, 1),
+        "survivor_cpu_percent_during_storm": round(storm_cpu / storm_seconds * 100, 1),
+        "survivor_cpu_ms_per_reconnect": round(storm_cpu * 1000 / max(len(resume_seconds), 1), 2),
         "rate_before": round(len(before) / (BEFORE_SECONDS - 1), 1),
         "rate_during": round(len(during) / offering_seconds, 1),
         "answer_p99_before_ms": round(percentile(before, 99) * 1000, 1) if before else float("nan"),

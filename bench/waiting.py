@@ -70,7 +70,7 @@ def run(ctx: Context) -> Report:
         ctx.progress.start(f"creating {agents_needed:,} agents and {big:,} requests")
         agents = fixtures.create_agents(PREFIX, agents_needed, queue)
         requests = fixtures.requests_per_agent(queue, [a.id for a in agents], 2)
-        with Server("daphne", env=UNBOUND_RATES, role="waiting", start_timeout=120) as server:
+        with Server(env=UNBOUND_RATES, role="waiting", start_timeout=120) as server:
             for count in (small, big):
                 chosen = agents[: count // 2]
                 waits = [(a, requests[a.id][0], requests[a.id][1]) for a in chosen]

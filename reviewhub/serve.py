@@ -28,6 +28,9 @@ ADMISSION_TICK_SECONDS = 0.02
 ADMISSION_LAG_LIMIT_SECONDS = 0.05  # the loop's lateness past which new connections wait, unread
 ADMISSIONS_PER_TICK = 10  # while the loop is on time: up to 500 new connections a second
 ADMISSIONS_PER_LATE_TICK = 1  # while it is late: still some, so waiting connections always move
+# The loop's pace is watched this long after the last new connection (and while any wait): an idle process does not
+# wake 50 times a second for it.
+ADMISSION_WATCH_SECONDS = 1.0
 
 
 class ConnectionAdmission:
@@ -46,9 +49,20 @@ class ConnectionAdmission:
         self.waiting: deque[Any] = deque()
         self.admitted_this_tick = 0
         self.loop_lag = 0.0
-        clock.callLater(ADMISSION_TICK_SECONDS, self.tick, clock.seconds() + ADMISSION_TICK_SECONDS)
+        self.ticking = False
+        self.watch()
+
+    def watch(self) -> None:
+        """Tick (measure the loop's lateness, let waiting connections in) until ADMISSION_WATCH_SECONDS after this."""
+        self.watch_until = self.clock.seconds() + ADMISSION_WATCH_SECONDS
+        if not self.ticking:
+            self.ticking = True
+            self.clock.callLater(
+                ADMISSION_TICK_SECONDS, self.tick, self.clock.seconds() + ADMISSION_TICK_SECONDS
+            )
 
     def arrived(self, transport: Any) -> None:
+        self.watch()
         on_time = self.loop_lag <= ADMISSION_LAG_LIMIT_SECONDS
         if on_time and not self.waiting and self.admitted_this_tick < ADMISSIONS_PER_TICK:
             self.admitted_this_tick += 1
@@ -65,7 +79,10 @@ class ConnectionAdmission:
         while self.waiting and self.admitted_this_tick < room:
             self.waiting.popleft().resumeProducing()  # a no-op for one its client closed meanwhile
             self.admitted_this_tick += 1
-        self.clock.callLater(ADMISSION_TICK_SECONDS, self.tick, now + ADMISSION_TICK_SECONDS)
+        if self.waiting or now < self.watch_until:
+            self.clock.callLater(ADMISSION_TICK_SECONDS, self.tick, now + ADMISSION_TICK_SECONDS)
+        else:  # quiet: the next new connection starts the ticks again, read at once at the last lateness seen
+            self.ticking = False
 
 
 class PacedConnection:
@@ -91,6 +108,9 @@ class SpreadServer(Server):  # type: ignore[misc]  # daphne ships no type hints
     def timeout_checker(self) -> None:
         if self.next_slice == 0:
             self.this_round = list(self.connections)
+            if not self.this_round:  # nothing to walk: look again in a round, as daphne does
+                reactor.callLater(TIMEOUT_CHECK_SECONDS, self.timeout_checker)
+                return
         for protocol in self.this_round[self.next_slice :: TIMEOUT_CHECK_SLICES]:
             if protocol in self.connections:  # not closed and reaped since the round began
                 protocol.check_timeouts()

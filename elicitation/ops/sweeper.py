@@ -2,8 +2,10 @@
 other task of the beat schedule (flow purging, webhook retries).
 
 In the services deployment Celery beat runs these (settings.CELERY_BEAT_SCHEDULE). The embedded default has no
-beat, so every ASGI process runs the same tasks itself, all every SWEEP_INTERVAL_SECONDS, when
-`PERIODIC_SWEEPS_IN_PROCESS` is on.
+beat, so every ASGI process runs the same tasks itself when `PERIODIC_SWEEPS_IN_PROCESS` is on, each as often as
+beat would: the most frequent every SWEEP_INTERVAL_SECONDS, the others in their schedule's proportion (beat's 15-s
+tasks every 15 s at the default 5-s interval, every 3 s at 1 s). Running all of them every interval made an idle
+embedded process spend ~0.7 % of a core on sweeps (bench/findings.md, "idle server process").
 
 Why an asyncio task, started by the ASGI app on its first event:
 - daphne (`make run`) implements no ASGI lifespan, so there is no startup hook; uvicorn does send lifespan
@@ -22,6 +24,7 @@ harmless; the guarded UPDATEs decide who does the work.
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -57,6 +60,27 @@ def registered_sweeps() -> dict[str, SweepFunction]:
     return sweeps
 
 
+def beat_periods() -> dict[str, float]:
+    """Seconds between runs of each task of the beat schedule, by name; one whose schedule is not a number of
+    seconds (a crontab) is left out, and runs every sweep."""
+    periods: dict[str, float] = {}
+    schedule: dict[str, dict[str, Any]] = settings.CELERY_BEAT_SCHEDULE
+    for entry in schedule.values():
+        every = entry["schedule"]
+        seconds = every.total_seconds() if isinstance(every, timedelta) else every
+        if isinstance(seconds, int | float) and seconds > 0:
+            periods[entry["task"].rsplit(".", 1)[-1]] = float(seconds)
+    return periods
+
+
+def sweep_periods(interval: float, names: list[str]) -> dict[str, float]:
+    """Seconds between in-process runs of each named sweep: beat's schedule scaled so that its most frequent tasks
+    run every `interval` seconds (a sweep with no schedule in seconds runs every interval)."""
+    beat = {name: seconds for name, seconds in beat_periods().items() if name in names}
+    shortest = min(beat.values(), default=interval)
+    return {name: interval * beat[name] / shortest if name in beat else interval for name in names}
+
+
 def run_sweeps_once(sweeps: dict[str, SweepFunction] | None = None) -> dict[str, int]:
     """Run every sweep once, in order; one failing sweep is logged (-1) and does not stop the others."""
     results: dict[str, int] = {}
@@ -72,17 +96,18 @@ def run_sweeps_once(sweeps: dict[str, SweepFunction] | None = None) -> dict[str,
     return results
 
 
-def _run_in_worker_thread(sweeps: dict[str, SweepFunction] | None) -> dict[str, int]:
+def _run_in_worker_thread(sweeps: dict[str, SweepFunction], due: set[str]) -> dict[str, int]:
     close_old_connections()
     try:
-        return run_sweeps_once(sweeps)
+        return run_sweeps_once({name: sweep for name, sweep in sweeps.items() if name in due})
     finally:
         # A pooled worker thread: leave no connection (or SQLite lock) behind between sweeps.
         connections.close_all()
 
 
 class Sweeper:
-    """Runs the sweeps every `interval` seconds on the running event loop until stopped."""
+    """Runs the sweeps on the running event loop until stopped: each `interval` seconds the sweeps that are due.
+    Given `sweeps`, all of them are due every interval; otherwise the beat schedule's tasks at `sweep_periods`."""
 
     def __init__(self, interval: float | None = None, sweeps: dict[str, SweepFunction] | None = None) -> None:
         self.interval = float(interval if interval is not None else settings.SWEEP_INTERVAL_SECONDS)
@@ -106,9 +131,21 @@ class Sweeper:
     async def _loop(self) -> None:
         assert self._stopping is not None
         logger.info("in-process sweeper started (every %.1f s)", self.interval)
+        loop = asyncio.get_running_loop()
+        sweeps = self.sweeps if self.sweeps is not None else registered_sweeps()
+        if self.sweeps is not None:
+            periods = dict.fromkeys(sweeps, self.interval)
+        else:
+            periods = sweep_periods(self.interval, list(sweeps))
+        next_due = dict.fromkeys(sweeps, loop.time())
         while not self._stopping.is_set():
+            began = loop.time()
+            # A little early counts as due: a period that is a whole number of intervals keeps to it.
+            due = {name for name, at in next_due.items() if at <= began + self.interval / 10}
             # thread_sensitive=False: a sweep must not queue behind (or block) requests' sync work.
-            await sync_to_async(_run_in_worker_thread, thread_sensitive=False)(self.sweeps)
+            await sync_to_async(_run_in_worker_thread, thread_sensitive=False)(sweeps, due)
+            for name in due:
+                next_due[name] = began + periods[name]
             self.runs += 1
             try:
                 await asyncio.wait_for(self._stopping.wait(), timeout=self.interval)

@@ -11,6 +11,7 @@ from reviewhub import serve
 from reviewhub.serve import (
     ADMISSION_LAG_LIMIT_SECONDS,
     ADMISSION_TICK_SECONDS,
+    ADMISSION_WATCH_SECONDS,
     ADMISSIONS_PER_LATE_TICK,
     ADMISSIONS_PER_TICK,
     ConnectionAdmission,
@@ -100,6 +101,33 @@ def test_a_connection_arriving_on_time_behind_waiting_ones_waits_its_turn() -> N
     assert reading(queued) == [10, 11]
     assert reading(later) == list(range(20, 20 + ADMISSIONS_PER_TICK - 2))
     assert [t.name for t in admission.waiting] == [28, 29]
+
+
+def test_a_quiet_process_stops_ticking_and_the_next_connection_starts_the_ticks_again() -> None:
+    clock = Clock()
+    admission = ConnectionAdmission(clock)
+    for _ in range(int(ADMISSION_WATCH_SECONDS / ADMISSION_TICK_SECONDS) + 1):
+        on_time_tick(clock)
+    assert clock.getDelayedCalls() == []  # nothing arrived, nothing waits: no wake-ups 50 times a second
+
+    first = arrive(admission, ADMISSIONS_PER_TICK + 1)
+    assert reading(first) == list(range(ADMISSIONS_PER_TICK))  # on time when it went quiet: read at once
+    assert len(clock.getDelayedCalls()) == 1
+    on_time_tick(clock)
+    assert reading(first) == list(range(ADMISSIONS_PER_TICK + 1))
+
+
+def test_it_keeps_ticking_while_connections_wait_however_long_ago_they_arrived() -> None:
+    clock = Clock()
+    admission = ConnectionAdmission(clock)
+    late_tick(clock)
+    waiting = arrive(admission, 200)
+    ticks = 0
+    while admission.waiting:
+        late_tick(clock)  # one a tick while late: 200 ticks, far past the watch window
+        ticks += 1
+    assert ticks == 200 // ADMISSIONS_PER_LATE_TICK
+    assert reading(waiting) == list(range(200))
 
 
 def test_the_listening_ports_connection_class_reports_each_connection_after_it_is_built() -> None:

@@ -61,6 +61,19 @@ def test_each_tick_checks_one_slice_and_every_connection_is_checked_once_per_rou
     assert len(reactor.scheduled) == serve.TIMEOUT_CHECK_SLICES
 
 
+def test_with_no_connections_it_looks_again_at_daphnes_pace_not_every_slice(reactor: Reactor) -> None:
+    server = spread_server([])
+    server.timeout_checker()
+    assert reactor.scheduled == [(serve.TIMEOUT_CHECK_SECONDS, server.timeout_checker)]
+
+    opened = Connection()
+    server.connections[opened] = {}
+    for _ in range(serve.TIMEOUT_CHECK_SLICES):
+        server.timeout_checker()
+    assert opened.checks == 1
+    assert reactor.scheduled[-1] == (0.2, server.timeout_checker)
+
+
 def test_a_connection_opened_mid_round_is_checked_in_the_next_and_a_closed_one_no_more(
     reactor: Reactor,
 ) -> None:

@@ -2,10 +2,13 @@
 
 import asyncio
 import time
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from celery.schedules import crontab
 from django.db import connections
 
 from elicitation.models import ElicitationRequest, Status
@@ -89,6 +92,56 @@ def test_the_in_process_sweeps_are_exactly_the_beat_schedule(settings) -> None:
     names = list(sweeper.registered_sweeps())
     assert names == beat_tasks
     assert {"expire_overdue_requests", "release_expired_claims", "send_notification_digests"} <= set(names)
+
+
+def test_each_sweep_runs_as_often_as_beat_runs_it_scaled_to_the_interval(settings) -> None:
+    settings.CELERY_BEAT_SCHEDULE = {
+        "often": {"task": "tasks.often", "schedule": 5.0},
+        "sometimes": {"task": "tasks.sometimes", "schedule": 15.0},
+        "rarely": {"task": "tasks.rarely", "schedule": timedelta(minutes=1)},
+        "on the hour": {"task": "tasks.hourly", "schedule": crontab(minute=0)},
+    }
+    names = ["often", "sometimes", "rarely", "hourly", "unscheduled"]
+
+    assert sweeper.sweep_periods(5, names) == {
+        "often": 5,
+        "sometimes": 15,
+        "rarely": 60,
+        "hourly": 5,
+        "unscheduled": 5,
+    }
+    assert sweeper.sweep_periods(1, names) == {
+        "often": 1,
+        "sometimes": 3,
+        "rarely": 12,
+        "hourly": 1,
+        "unscheduled": 1,
+    }
+
+
+async def test_a_started_sweeper_runs_a_task_beat_runs_less_often_only_when_it_is_due(
+    settings, monkeypatch
+) -> None:
+    runs: dict[str, list[float]] = {"often": [], "rarely": []}
+
+    def sweep(name: str) -> int:
+        runs[name].append(time.monotonic())
+        return 0
+
+    monkeypatch.setattr(sweeper, "registered_sweeps", lambda: {name: partial(sweep, name) for name in runs})
+    settings.CELERY_BEAT_SCHEDULE = {
+        "often": {"task": "tasks.often", "schedule": 5.0},
+        "rarely": {"task": "tasks.rarely", "schedule": 50.0},
+    }
+    running = sweeper.Sweeper(interval=0.05).start()  # "rarely" every 0.5 s
+    try:
+        assert await _wait_for(lambda: len(runs["rarely"]) >= 2)
+    finally:
+        await running.stop()
+
+    first, second = runs["rarely"][:2]
+    assert second - first >= 0.45  # all sweeps every interval ran it 0.05 s apart
+    assert len(runs["often"]) >= len(runs["rarely"])
 
 
 def test_a_beat_entry_naming_a_missing_task_is_skipped(settings) -> None:
