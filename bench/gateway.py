@@ -7,6 +7,11 @@ calls in alternating rounds so the machine's load falls on both alike. The overh
 p50s: the agent's key checked, one AGENT_RATE charge and a queue check (one read), and the hop to the upstream on
 the gateway's kept-open client. Reported beside it: a call an `accept` rule lets through (a request row and its
 audit row written and answered at intake, then forwarded).
+
+`--servers a,b` (`python -m bench gateway --servers reviewhub,uvicorn`) runs the gateway on each of those ASGI
+servers at once, against the same upstream and the same direct calls, their rounds interleaved: the first server's
+figures are the rows above, each other server adds its own overhead row beside the first's. Without it the bench
+runs on the server ReviewHub deploys with.
 """
 
 import asyncio
@@ -81,13 +86,16 @@ def run(ctx: Context) -> Report:
             "pass": ["read_status"],
         }
     }
+    env = {**UNBOUND_RATES, "MCP_GATEWAY_UPSTREAMS": json.dumps(upstreams)}
+    # The deployed server unless --servers names others; each server its own process, all up at once.
+    servers = [
+        Server(kind, env=env, role="gateway", start_timeout=120) for kind in ctx.options.get("servers") or []
+    ] or [Server(env=env, role="gateway", start_timeout=120)]
     upstream = start_upstream(upstream_port)
     try:
-        env = {**UNBOUND_RATES, "MCP_GATEWAY_UPSTREAMS": json.dumps(upstreams)}
-        with Server("daphne", env=env, role="gateway", start_timeout=120) as server:
-            timings = asyncio.run(
-                measure(ctx, upstream_url, server.base_url + "/mcp/gateway/bench/", agent.key, rounds, calls)
-            )
+        with contextlib.ExitStack() as stack:
+            base_urls = [stack.enter_context(server).base_url for server in servers]
+            timings = asyncio.run(measure(ctx, upstream_url, base_urls, agent.key, rounds, calls))
     finally:
         upstream.terminate()
         upstream.wait(timeout=10)
@@ -97,6 +105,7 @@ def run(ctx: Context) -> Report:
         summary_ms(timings[k]) for k in ("direct", "gateway", "rule", "healthz", "mcp")
     )
     overhead = gateway["p50_ms"] - direct["p50_ms"]
+    kind = servers[0].kind
     report.add(
         Figure(
             "proxy overhead, p50 (gateway p50 minus direct p50), call needing no approval",
@@ -141,46 +150,86 @@ def run(ctx: Context) -> Report:
         ),
     )
     report.details = {
+        "server": kind,
         "direct": direct,
         "gateway": gateway,
         "accepted by a rule": ruled,
         "healthz": floor,
         "mcp": door,
     }
+    for index, other in enumerate(servers[1:], start=1):
+        other_gateway = summary_ms(timings[f"gateway-{index}"])
+        other_floor = summary_ms(timings[f"healthz-{index}"])
+        other_overhead = other_gateway["p50_ms"] - direct["p50_ms"]
+        report.add(
+            Figure(
+                f"proxy overhead, p50, on {other.kind} (same run, same direct calls)",
+                other_overhead,
+                "ms",
+                "reported",
+                None,
+                overhead,
+                f"on {kind}",
+                other_overhead / overhead if overhead > 0 else None,
+            ),
+            Figure(f"GET /healthz on {other.kind}, p50", other_floor["p50_ms"], "ms", "reported", None),
+        )
+        report.details[f"gateway on {other.kind}"] = other_gateway
+        report.details[f"healthz on {other.kind}"] = other_floor
     report.notes.append(
-        f"{rounds} rounds of {calls} sequential calls each way (direct, through the gateway, accepted by a rule, "
-        "/mcp/ list_queues), one SDK client per way kept open; the upstream runs on the same machine over "
-        "streamable HTTP. The gateway's door is /mcp/'s: the agent key is looked up on every request (revocation is "
-        "immediate) and AGENT_RATE is charged in the cache, each one hop off the event loop, as for the /mcp/ call."
+        f"On {', '.join(server.kind for server in servers)}. {rounds} rounds of {calls} sequential calls each way "
+        "(direct, through the gateway, accepted by a rule, /mcp/ list_queues), one SDK client per way kept open; "
+        "the upstream runs on the same machine over streamable HTTP. The gateway's door is /mcp/'s: the agent key "
+        "is looked up on every request (revocation is immediate), then AGENT_RATE is charged in the cache and the "
+        "queue checked, each of the two one hop off the event loop."
     )
     return report
 
 
 async def measure(
-    ctx: Context, upstream_url: str, gateway_url: str, key: str, rounds: int, calls: int
+    ctx: Context, upstream_url: str, base_urls: list[str], key: str, rounds: int, calls: int
 ) -> dict[str, list[float]]:
-    timings: dict[str, list[float]] = {"direct": [], "gateway": [], "rule": [], "healthz": [], "mcp": []}
-    base_url = gateway_url.split("/mcp/")[0]
-    healthz = base_url + "/healthz"
-    progress = ctx.progress.start("calls", rounds * calls * 4)
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {UPSTREAM_TOKEN}"}, timeout=30) as direct_http,
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as gateway_http,
-        Client(streamable_http_client(upstream_url, http_client=direct_http), cache=None) as direct,
-        Client(streamable_http_client(gateway_url, http_client=gateway_http), cache=None) as gateway,
-        Client(streamable_http_client(base_url + "/mcp/", http_client=gateway_http), cache=None) as reviewhub,
-    ):
-        for client in (direct, gateway):  # warm up: connections, the gateway's upstream link
+    """Every way's timings; the first server's under plain labels, another server's as `gateway-N`/`healthz-N`."""
+    suffixes = ["", *(f"-{index}" for index in range(1, len(base_urls)))]
+    timings: dict[str, list[float]] = {"direct": [], "rule": [], "mcp": []}
+    for suffix in suffixes:
+        timings["gateway" + suffix], timings["healthz" + suffix] = [], []
+    progress = ctx.progress.start("calls", rounds * calls * (3 + len(base_urls)))
+    async with contextlib.AsyncExitStack() as stack:
+        direct_http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {UPSTREAM_TOKEN}"}, timeout=30)
+        )
+        direct = await stack.enter_async_context(
+            Client(streamable_http_client(upstream_url, http_client=direct_http), cache=None)
+        )
+        gateways: list[tuple[str, httpx2.AsyncClient, Client]] = []
+        for suffix, base_url in zip(suffixes, base_urls, strict=True):
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
+            )
+            gateway = await stack.enter_async_context(
+                Client(streamable_http_client(base_url + "/mcp/gateway/bench/", http_client=http), cache=None)
+            )
+            gateways.append((suffix, http, gateway))
+        first_http, first_gateway = gateways[0][1], gateways[0][2]
+        reviewhub = await stack.enter_async_context(
+            Client(streamable_http_client(base_urls[0] + "/mcp/", http_client=first_http), cache=None)
+        )
+        for client in (
+            direct,
+            *(gateway for _, _, gateway in gateways),
+        ):  # warm up: connections, upstream links
             for _ in range(5):
                 await client.call_tool("read_status", {})
+        ways = [
+            ("direct", direct, "read_status", {}),
+            *((f"gateway{suffix}", gateway, "read_status", {}) for suffix, _, gateway in gateways),
+            ("rule", first_gateway, "deploy", {"version": "1.0"}),
+            ("mcp", reviewhub, "list_queues", {}),
+        ]
         done = 0
         for _ in range(rounds):
-            for label, client, tool, arguments in (
-                ("direct", direct, "read_status", {}),
-                ("gateway", gateway, "read_status", {}),
-                ("rule", gateway, "deploy", {"version": "1.0"}),
-                ("mcp", reviewhub, "list_queues", {}),
-            ):
+            for label, client, tool, arguments in ways:
                 for _ in range(calls):
                     started = time.perf_counter()
                     result = await client.call_tool(tool, arguments)
@@ -189,9 +238,11 @@ async def measure(
                         raise RuntimeError(f"{label} call failed: {result.content}")
                     done += 1
                 progress.update(done)
-            for _ in range(calls):  # the floor: one HTTP round trip to the same server, no MCP, no database
-                started = time.perf_counter()
-                await gateway_http.get(healthz)
-                timings["healthz"].append(time.perf_counter() - started)
+            # The floor: one HTTP round trip to the same server, no MCP, no database.
+            for (suffix, http, _), base_url in zip(gateways, base_urls, strict=True):
+                for _ in range(calls):
+                    started = time.perf_counter()
+                    await http.get(base_url + "/healthz")
+                    timings["healthz" + suffix].append(time.perf_counter() - started)
     progress.finish()
     return timings

@@ -501,6 +501,9 @@ async def test_a_remembered_decision_lets_the_same_call_through_and_holds_anothe
         held = await open_request()
         other.cancel()
 
+    # The given-up call's request is withdrawn by the server after the client left; waited for, so the test's
+    # teardown does not empty the tables while the server is still writing (a deadlock on PostgreSQL).
+    assert await status_of(held.pk, "withdrawn") == "withdrawn"
     assert not again.is_error and text_of(again) == "deployed 6.0 to production"
     assert held.context["mcp"]["arguments"] == {"version": "6.1"}
     assert [call["arguments"]["version"] for call in gateway.upstream_calls()] == ["6.0", "6.0"]

@@ -82,6 +82,7 @@ class GatewayServer:
     def __init__(self, upstream: Upstream, upstreams: Upstreams) -> None:
         self.upstream = upstream
         self.upstreams = upstreams
+        self.input_schemas: dict[str, dict[str, Any]] = {}
 
     async def _admit(self) -> Caller:
         caller = current_caller()
@@ -96,7 +97,18 @@ class GatewayServer:
     async def list_tools(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
         await self._admit()
         cursor = self._cursor(params)
-        return await self.upstreams.call(self.upstream.name, lambda c: c.list_tools(cursor=cursor))
+        listed: ListToolsResult = await self.upstreams.call(
+            self.upstream.name, lambda c: c.list_tools(cursor=cursor)
+        )
+        self.input_schemas.update((tool.name, tool.input_schema) for tool in listed.tools)
+        return listed
+
+    def tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        """The SDK's `Mcp-Param-*` header check of a 2026-07-28 `tools/call` reads the tool's schema here: as the
+        upstream last listed it through this gateway, or None (not listed in this process: the call is served
+        unchecked, and the upstream checks the headers the gateway's own client sends it). Without it the SDK runs
+        `list_tools` for every call with arguments: an upstream round trip and a second AGENT_RATE charge."""
+        return self.input_schemas.get(name)
 
     async def list_resources(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListResourcesResult:
         await self._admit()
@@ -178,6 +190,7 @@ def build_gateway_server(upstream: Upstream, upstreams: Upstreams) -> Server[Any
         on_read_resource=handlers.read_resource,
         on_list_prompts=handlers.list_prompts,
         on_get_prompt=handlers.get_prompt,
+        get_tool_input_schema=handlers.tool_input_schema,
     )
     # The Tasks extension /mcp/ serves, over this upstream's approval requests (gateway/tasks.py), wired into the
     # lowlevel server as MCPServer wires an extension: its methods, its advertisement, its tools/call interceptor.
