@@ -75,6 +75,7 @@ COMPOSE = REPO / "docker-compose.yml"
 START_SECONDS = 90.0
 CHROMIUM = "/usr/bin/chromium"
 REQUEST_ID = re.compile(r"/requests/([0-9a-f-]{36})/")
+CONNECTIONS = 100  # the load generator's at most, each a create in flight (2 s of creates at 50/s)
 
 
 class Arrivals:
@@ -213,7 +214,7 @@ def run(ctx: Context) -> Report:
 
         # The services deployment: daphne and docker-compose's workers.
         workers = start_workers(env)
-        with Server("daphne", env=env, start_timeout=START_SECONDS) as server:
+        with Server(env=env, start_timeout=START_SECONDS) as server:
             for rate, _ in RATES:
                 ctx.progress.start(f"services: {rate:.0f} arrivals/s for {seconds:.0f} s")
                 before = [tree_cpu_seconds(process.pid) for _, process in workers]
@@ -236,9 +237,7 @@ def run(ctx: Context) -> Report:
 
         # The embedded deployment: no broker, eager tasks on the server's background senders.
         slack.hung.clear()
-        with Server(
-            "daphne", env={**env, **EMBEDDED}, role="embedded", start_timeout=START_SECONDS
-        ) as server:
+        with Server(env={**env, **EMBEDDED}, role="embedded", start_timeout=START_SECONDS) as server:
             ctx.progress.start(f"embedded: {HUNG_RATE:.0f} arrivals/s for {hung_seconds:.0f} s")
             embedded = asyncio.run(arrive(server.base_url, agent.key, HUNG_RATE, hung_seconds))
             wait_for(lambda: embedded.all_told(slack.posted, mail.accepted), 30)
@@ -463,15 +462,20 @@ async def arrive(base_url: str, key: str, rate: float, seconds: float) -> Phase:
     """Requests created at `rate` per second for `seconds` (open loop)."""
     phase = Phase()
     body = {**fixtures.CREATE_BODY, "queue": PREFIX}
-    limits = httpx.Limits(max_connections=500, max_keepalive_connections=100)
+    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    # A backlog waits here, not in httpcore's pool, which walks every waiting request and, for each connection,
+    # every connection on every event: with 500 connections and ~2,000 creates waiting (load 7-10) that held this
+    # loop for minutes, and the phase never ended. Waiting here is still the create's latency.
+    in_flight = asyncio.Semaphore(CONNECTIONS)
     async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits) as client:
 
         async def create(index: int) -> None:
             sent = time.monotonic()
             try:
-                response = await client.post(
-                    "/api/v1/requests", json=body, headers={"Authorization": f"Bearer {key}"}
-                )
+                async with in_flight:
+                    response = await client.post(
+                        "/api/v1/requests", json=body, headers={"Authorization": f"Bearer {key}"}
+                    )
             except httpx.HTTPError:
                 return
             answered = time.monotonic()

@@ -220,7 +220,14 @@ CELERY_TASK_EAGER_PROPAGATES = False
 # notices stays on the default queue; what it finds is sent on `notices`.
 CELERY_TASK_ROUTES = {
     f"elicitation.delivery.reach_tasks.{name}": {"queue": "notices"}
-    for name in ("notify_tier", "send_notices", "send_notice", "update_slack_messages", "send_reach_digests")
+    for name in (
+        "notify_arrivals",
+        "notify_tier",
+        "send_notices",
+        "send_notice",
+        "update_slack_messages",
+        "send_reach_digests",
+    )
 }
 # Both declared: a worker started without -Q consumes both, so notices are sent wherever one worker runs.
 CELERY_TASK_QUEUES: dict[str, dict[str, str]] = {"celery": {}, "notices": {}}

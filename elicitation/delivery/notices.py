@@ -1,14 +1,17 @@
 """Notices: one row per (request, channel, recipient), the thing that makes a notification happen exactly once.
 
-1. `record_notice_batches` (a task, after the request's commit) asks routing.py who is told, and inserts a Notice
-   per recipient; the unique constraint means a second run, a second process or a later tier adds nobody twice.
-   Recipients held back (quiet hours, e-mail off, no address, no linked Slack account) get a `skipped` row saying
-   why; digest readers a `digest` row for `send_due_digests`. Those to tell now come back in batches of one
-   channel (NOTICE_BATCH_SIZE at most), one task each, so channels and batches are sent concurrently and a slow
-   peer holds up only its own.
-2. `send_notices` sends a batch: each notice is taken by a guarded UPDATE to `sending` with a lease just before
-   it is sent (so two workers never both send it), then the mail, the Slack post or the Web Push (web_push.py,
-   to each of the reviewer's browsers), then `sent`. A batch's mails
+1. `record_arrivals` (reach_tasks.notify_arrivals, one task per window of arrivals) asks routing.py who is told,
+   once per queue and tier, and inserts a Notice per recipient in one statement; the unique constraint means a
+   second run, a second process or a later tier adds nobody twice. Recipients held back (quiet hours, e-mail off,
+   no address, no linked Slack account) get a `skipped` row saying why; digest readers a `digest` row for
+   `send_due_digests`. Those to tell now are recorded `sending`, with a lease: the recorder sends each one
+   (`send_taken`) from its process's senders of that channel, so channels go concurrently and a slow peer holds
+   up only its own; one that waited for a sender renews its lease first, unless the retry sweep took it meanwhile,
+   and checks its request is still open. `record_notice_batches` (one request, `pending`; what `notify_tier`
+   from before windows and the tests use) returns them in batches of one channel (NOTICE_BATCH_SIZE at most).
+2. `send_notices` sends a batch (the retry sweep's, a retry's, `notify_tier`'s): each notice is taken by a guarded
+   UPDATE to `sending` with a lease just before it is sent (so two workers never both send it), then the mail, the
+   Slack post or the Web Push (web_push.py, to each of the reviewer's browsers), then `sent`. A batch's mails
    share one SMTP connection; every post goes through the process's one Slack client. A failure goes back to
    `pending` with a backoff, and `dead` after NOTICE_MAX_ATTEMPTS; the retry sweep sends what is due. A peer that
    did not answer is left alone by the process a while (`PeerWatch`), so it holds threads for one timeout. A notice is
@@ -29,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.error import URLError
+from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -67,15 +71,50 @@ def record_notice_batches(request_id: Any, tier: int, now: datetime | None = Non
     if request.status not in OPEN_STATUSES:
         return []
     by_channel: dict[str, list[int]] = {}
-    for recipient in routing.recipients(request, tier, now):
-        status = NoticeStatus.PENDING
-        if recipient.held == "digest":
-            status = NoticeStatus.DIGEST
-        elif recipient.held:
-            status = NoticeStatus.SKIPPED
-        try:
-            with transaction.atomic():
-                notice = Notice.objects.create(
+    for notice in _record([(request, tier, routing.recipients(request, tier, now))], now, taken=False):
+        by_channel.setdefault(notice.channel, []).append(notice.pk)
+    return [batch for ids in by_channel.values() for batch in _in_batches(ids)]
+
+
+def record_arrivals(arrivals: Iterable[tuple[Any, int]], now: datetime | None = None) -> list[Notice]:
+    """Insert the notices of a window's arrivals ((request id, tier) each; reach_tasks.notify_arrivals) with one
+    read of their requests, routing's reads once per queue and tier, and one insert. Returns those to send now,
+    recorded as `sending` with a lease: taken by the caller, which sends them with `send_taken` (no claim to
+    make: nobody else sends them before the lease runs out, and then the retry sweep does). Each carries its
+    request (with its queue and agent) and its reviewer, what the message says."""
+    now = now or clock.now()
+    wanted = dict.fromkeys((UUID(str(request_id)), tier) for request_id, tier in arrivals)
+    requests = ElicitationRequest.objects.select_related("queue", "agent").filter(
+        pk__in={request_id for request_id, _ in wanted}, status__in=OPEN_STATUSES
+    )
+    found = {request.pk: request for request in requests}
+    by_tier: dict[int, list[ElicitationRequest]] = {}
+    for request_id, tier in wanted:
+        if request_id in found:
+            by_tier.setdefault(tier, []).append(found[request_id])
+    told: list[tuple[ElicitationRequest, int, list[routing.Recipient]]] = []
+    for tier, arrived in by_tier.items():
+        addressees = routing.recipients_of(arrived, tier, now)
+        told += [(request, tier, addressees[request.pk]) for request in arrived]
+    return _record(told, now, taken=True)
+
+
+def _record(
+    told: Sequence[tuple[ElicitationRequest, int, Sequence[routing.Recipient]]], now: datetime, taken: bool
+) -> list[Notice]:
+    """Insert a notice per (request, recipient) not told on that channel yet; returns those to send now (`sending`
+    when `taken`, else `pending`), each with its lease. The unique constraint decides when two recorders race."""
+    rows: list[Notice] = []
+    for request, tier, recipients in told:
+        for recipient in recipients:
+            status = NoticeStatus.SENDING if taken else NoticeStatus.PENDING
+            if recipient.held == "digest":
+                status = NoticeStatus.DIGEST
+            elif recipient.held:
+                status = NoticeStatus.SKIPPED
+            to_send = status in (NoticeStatus.PENDING, NoticeStatus.SENDING)
+            rows.append(
+                Notice(
                     request=request,
                     channel=recipient.channel,
                     recipient=recipient.key,
@@ -85,13 +124,41 @@ def record_notice_batches(request_id: Any, tier: int, now: datetime | None = Non
                     reason=recipient.held if status == NoticeStatus.SKIPPED else "",
                     slack_channel=recipient.slack_channel,
                     created_at=now,
-                    next_attempt_at=now + SENDING_LEASE if status == NoticeStatus.PENDING else None,
+                    next_attempt_at=now + SENDING_LEASE if to_send else None,
                 )
-        except IntegrityError:
-            continue  # told already (an earlier tier, another process): never twice
-        if status == NoticeStatus.PENDING:
-            by_channel.setdefault(recipient.channel, []).append(notice.pk)
-    return [batch for ids in by_channel.values() for batch in _in_batches(ids)]
+            )
+    if not rows:
+        return []
+    # Told already (an earlier tier, the queue a request was moved from): never twice.
+    known = set(
+        Notice.objects.filter(request_id__in={row.request_id for row in rows}).values_list(
+            "request_id", "channel", "recipient"
+        )
+    )
+    new: dict[tuple[Any, str, str], Notice] = {}
+    for row in rows:
+        if (key := (row.request_id, row.channel, row.recipient)) not in known:
+            new.setdefault(key, row)
+    if not new:
+        return []
+    try:
+        with transaction.atomic():
+            Notice.objects.bulk_create(new.values())
+        inserted = list(new.values())
+    except IntegrityError:
+        # Another process recorded some of them meanwhile: row by row, and whoever inserts a row tells.
+        inserted = [row for row in new.values() if _insert_alone(row)]
+    return [row for row in inserted if row.status in (NoticeStatus.PENDING, NoticeStatus.SENDING)]
+
+
+def _insert_alone(row: Notice) -> bool:
+    row.pk, row._state.adding = None, True
+    try:
+        with transaction.atomic():
+            row.save(force_insert=True)
+    except IntegrityError:
+        return False
+    return True
 
 
 def _in_batches(ids: Sequence[int]) -> list[list[int]]:
@@ -191,45 +258,79 @@ def send_notices(notice_ids: Iterable[int]) -> dict[int, float]:
             notice = _claim(notice_id, now)
             if notice is None:
                 continue
-            request = notice.request
-            if request.status not in OPEN_STATUSES:
-                Notice.objects.filter(pk=notice.pk).update(
-                    status=NoticeStatus.SKIPPED, reason="closed before sending"
-                )
+            if notice.request.status not in OPEN_STATUSES:
+                _closed_before_sending(notice)
                 continue
-            try:
-                peers.admit(notice.channel, now)
-                try:
-                    if notice.channel == Channel.EMAIL:
-                        assert notice.user is not None  # e-mail notices are always to a reviewer
-                        mailer.send(email.arrival_message(request, notice.user.email))
-                        changes: dict[str, Any] = {}
-                    elif notice.channel == Channel.PUSH:
-                        changes = web_push.send_notice(notice, request)
-                    else:
-                        if request.pk not in blocks:
-                            blocks[request.pk] = slack.as_dicts(slack.message_blocks(request))
-                        changes = _post_to_slack(notice, request, blocks[request.pk])
-                except UNREACHABLE:
-                    peers.silent(notice.channel, clock.now())
-                    raise
-                except Exception:
-                    peers.answered(notice.channel)  # a refusal is an answer: the peer is there
-                    raise
-                peers.answered(notice.channel)
-            except Exception as exc:
-                retry_in = _failed(notice, exc, now)
-                if retry_in is not None:
-                    retries[notice.pk] = retry_in
-                continue
-            Notice.objects.filter(pk=notice.pk, status=NoticeStatus.SENDING).update(
-                status=NoticeStatus.SENT,
-                sent_at=clock.now(),
-                attempts=notice.attempts + 1,
-                reason="",
-                **changes,
-            )
+            retry_in = _attempt(notice, mailer, blocks, now)
+            if retry_in is not None:
+                retries[notice.pk] = retry_in
     return retries
+
+
+# A notice that waited this long for a sender (a backlog) checks it is still its own and its request still open.
+RECHECK_AFTER = timedelta(seconds=1)
+
+
+def send_taken(notice: Notice) -> float | None:
+    """Send a notice `record_arrivals` took (recorded `sending`, with its request and reviewer): no claim to make
+    unless it waited for a sender. Returns seconds until its retry when the attempt failed, else None."""
+    now = clock.now()
+    if now - notice.created_at > RECHECK_AFTER:
+        # Its lease renewed if it is still the one recorded: past it, the retry sweep may have taken it.
+        lease = now + SENDING_LEASE
+        still_taken = Notice.objects.filter(
+            pk=notice.pk, status=NoticeStatus.SENDING, next_attempt_at=notice.next_attempt_at
+        ).update(next_attempt_at=lease)
+        if not still_taken:
+            return None
+        notice.next_attempt_at = lease
+        if not ElicitationRequest.objects.filter(pk=notice.request_id, status__in=OPEN_STATUSES).exists():
+            _closed_before_sending(notice)
+            return None
+    with _BatchMailer() as mailer:
+        return _attempt(notice, mailer, {}, now)
+
+
+def _closed_before_sending(notice: Notice) -> None:
+    Notice.objects.filter(pk=notice.pk).update(status=NoticeStatus.SKIPPED, reason="closed before sending")
+
+
+def _attempt(
+    notice: Notice, mailer: "_BatchMailer", blocks: dict[Any, list[dict[str, Any]]], now: datetime
+) -> float | None:
+    """One attempt at a notice this worker holds (`sending`): `sent`, or back to `pending` with a backoff (the
+    seconds returned) or `dead` (None). `blocks` keeps each request's Slack message for the rest of a batch."""
+    request = notice.request
+    try:
+        peers.admit(notice.channel, now)
+        try:
+            if notice.channel == Channel.EMAIL:
+                assert notice.user is not None  # e-mail notices are always to a reviewer
+                mailer.send(email.arrival_message(request, notice.user.email))
+                changes: dict[str, Any] = {}
+            elif notice.channel == Channel.PUSH:
+                changes = web_push.send_notice(notice, request)
+            else:
+                if request.pk not in blocks:
+                    blocks[request.pk] = slack.as_dicts(slack.message_blocks(request))
+                changes = _post_to_slack(notice, request, blocks[request.pk])
+        except UNREACHABLE:
+            peers.silent(notice.channel, clock.now())
+            raise
+        except Exception:
+            peers.answered(notice.channel)  # a refusal is an answer: the peer is there
+            raise
+        peers.answered(notice.channel)
+    except Exception as exc:
+        return _failed(notice, exc, now)
+    Notice.objects.filter(pk=notice.pk, status=NoticeStatus.SENDING).update(
+        status=NoticeStatus.SENT,
+        sent_at=clock.now(),
+        attempts=notice.attempts + 1,
+        reason="",
+        **changes,
+    )
+    return None
 
 
 def _failed(notice: Notice, exc: Exception, now: datetime) -> float | None:

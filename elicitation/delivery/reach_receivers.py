@@ -1,6 +1,6 @@
 """Reach's listeners to the core's signals: tell people about arrivals (tier 0) and escalation steps (tier 1 at
 T1; tier 2, the holder and supervisors, at T2 when a claim kept the request), and rewrite Slack messages once a
-request closes or moves. Each only queues a task after commit."""
+request closes or moves. Each only queues a task after commit (tiers through the process's arrival window)."""
 
 import functools
 from typing import Any
@@ -42,7 +42,7 @@ def _notify_after_commit(request: ElicitationRequest, tier: int) -> None:
     if not (known if known is not None else _has_rules(request.queue_id, tier)):
         return
     request_id = str(request.pk)
-    transaction.on_commit(lambda: reach_tasks.enqueue(reach_tasks.notify_tier, request_id, tier), robust=True)
+    transaction.on_commit(lambda: reach_tasks.notify_soon(request_id, tier), robust=True)
 
 
 def on_request_created(sender: Any, request: ElicitationRequest, **kwargs: Any) -> None:
@@ -69,6 +69,4 @@ def on_escalation_step(sender: Any, request: ElicitationRequest, step: int, **kw
     elif step == 2:
         # A request its holder kept past T2 (policy `notify`): tier 2 has no rules to ask about; it always tells.
         request_id = str(request.pk)
-        transaction.on_commit(
-            lambda: reach_tasks.enqueue(reach_tasks.notify_tier, request_id, routing.HOLDER_TIER), robust=True
-        )
+        transaction.on_commit(lambda: reach_tasks.notify_soon(request_id, routing.HOLDER_TIER), robust=True)

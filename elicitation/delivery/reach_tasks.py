@@ -2,25 +2,62 @@
 its retry policy. The sweeps at the bottom are in CELERY_BEAT_SCHEDULE, so the embedded sweeper runs them too.
 
 Sending runs on the `notices` queue (settings.CELERY_TASK_ROUTES), which a worker of its own consumes, so answers
-and sweeps never wait behind a slow Slack or SMTP server. Embedded (eager), `enqueue` hands tasks to the process's
-background senders (background.py): never in the thread of the request whose commit queued them."""
+and sweeps never wait behind a slow Slack or SMTP server. Arrivals (and the chain's tiers) reach it through each
+process's arrival window (arrival_window.py): one `notify_arrivals` task per window, not per arrival. Embedded
+(eager), `enqueue` hands tasks to the process's background senders (background.py): never in the thread of the
+request whose commit queued them."""
 
 import logging
 from typing import Any
 
 from celery import shared_task
+from celery.signals import task_postrun
 
 from elicitation.delivery import background, notices
+from elicitation.delivery.arrival_window import Arrival, ArrivalWindow
+from elicitation.models import Notice
 from elicitation.queue import transitions
 
 logger = logging.getLogger(__name__)
 
+# How long a process gathers arrivals into one task under load (the first after a quiet moment leaves at once),
+# and at most how many one task records.
+ARRIVAL_WINDOW_SECONDS = 0.2
+ARRIVALS_PER_TASK = 25
+
+
+def notify_soon(request_id: str, tier: int) -> None:
+    """Tell the request's tier (after its commit): with a broker, through the process's arrival window; eager
+    (embedded), a task of its own on the background senders at once."""
+    if notify_arrivals.app.conf.task_always_eager:
+        enqueue(notify_arrivals, [[request_id, tier]])
+    else:
+        arrivals.add(request_id, tier)
+
+
+@shared_task(bind=True, ignore_result=True)
+def notify_arrivals(self: Any, arrived: list[Arrival]) -> int:
+    """Record who is told about a window's arrivals ([request id, tier] each): one read of the requests, routing
+    once per queue and tier, one insert. Then each notice goes to the process's senders of its channel
+    (background.py), so channels and notices go concurrently and a slow peer holds up only its own; the task does
+    not wait for them. Each was recorded `sending` with a lease, so one lost with its process (or dropped from a
+    full backlog) is sent by the retry sweep."""
+    taken = notices.record_arrivals((request_id, tier) for request_id, tier in arrived)
+    for notice in taken:
+        background.submit(_send_taken, notice, lane=notice.channel)
+    return len(taken)
+
+
+def _send_taken(notice: Notice) -> None:
+    retry_in = notices.send_taken(notice)
+    if retry_in is not None:
+        enqueue(send_notices, [notice.pk], countdown=retry_in)
+
 
 @shared_task(bind=True, ignore_result=True)
 def notify_tier(self: Any, request_id: str, tier: int) -> int:
-    """Record who is told about the request at this tier; one task per batch of one channel sends them, so
-    channels and batches go concurrently and a slow peer holds up only its own. The first batch is sent here,
-    after the others are queued: one trip through the broker less for every arrival."""
+    """One request's tier: what a broker may still hold from before arrival windows; new code queues
+    `notify_arrivals`. One task per batch of one channel sends them; the first batch is sent here."""
     batches = notices.record_notice_batches(request_id, tier)
     for batch in batches[1:]:
         enqueue(send_notices, batch)
@@ -71,6 +108,17 @@ def retry_due_notices() -> int:
 @shared_task
 def send_reach_digests() -> int:
     return notices.send_due_digests()
+
+
+arrivals = ArrivalWindow(
+    ARRIVAL_WINDOW_SECONDS, ARRIVALS_PER_TASK, lambda arrived: enqueue(notify_arrivals, arrived)
+)
+
+
+@task_postrun.connect
+def _hand_on_arrivals_of_the_task(**kwargs: Any) -> None:
+    # A Celery task's arrivals (a sweep's tiers) leave as it ends: a prefork child may exit without exit handlers.
+    arrivals.flush()
 
 
 def enqueue(task: Any, *args: Any, countdown: float | None = None) -> None:

@@ -12,6 +12,7 @@ Tier 2 has no rules: when a request a reviewer holds is still unanswered at T2 a
 rules use (e-mail when it has none: the operator asked for the news by setting the policy).
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
@@ -68,15 +69,19 @@ def in_quiet_hours(prefs: ReviewerReach | None, now: datetime) -> bool:
 def matching_rules(request: ElicitationRequest, tier: int) -> list[ReachRule]:
     # No prefetch of `people`: `_audience` asks for a PEOPLE rule's active users itself (a query per arrival less).
     rules = ReachRule.objects.filter(queue_id=request.queue_id, tier=tier)
-    return [rule for rule in rules if rule.min_priority is None or request.priority >= rule.min_priority]
+    return [rule for rule in rules if _applies(rule, request)]
 
 
-def _audience(rule: ReachRule, request: ElicitationRequest) -> list[Any]:
+def _applies(rule: ReachRule, request: ElicitationRequest) -> bool:
+    return rule.min_priority is None or request.priority >= rule.min_priority
+
+
+def _audience(rule: ReachRule, queue_id: int) -> list[Any]:
     users = get_user_model().objects.filter(is_active=True)
     if rule.audience == Audience.MEMBERS:
-        users = users.filter(review_queues=request.queue_id)
+        users = users.filter(review_queues=queue_id)
     elif rule.audience == Audience.SUPERVISORS:
-        users = users.filter(supervised_queues=request.queue_id)
+        users = users.filter(supervised_queues=queue_id)
     elif rule.audience == Audience.PEOPLE:
         users = users.filter(reach_rules=rule)
     else:
@@ -116,29 +121,58 @@ def _held(channel: str, user: User, now: datetime) -> str:
 def recipients(request: ElicitationRequest, tier: int, now: datetime) -> list[Recipient]:
     """Every (channel, addressee) the request's rules of this tier name, once each, with whoever is held back
     marked with why. Browser rules add nobody here: pages poll their own counts (reviewer/notifications.py)."""
+    return recipients_of([request], tier, now)[request.pk]
+
+
+def recipients_of(
+    requests: Sequence[ElicitationRequest], tier: int, now: datetime
+) -> dict[Any, list[Recipient]]:
+    """`recipients` of each request (by pk), routing's reads made once per queue: the arrivals of one window
+    (reach_tasks.notify_arrivals) share their queue's rules, each rule's audience and its people's preferences."""
     if tier == HOLDER_TIER:
-        return holder_recipients(request, now)
-    found: dict[tuple[str, str], Recipient] = {}
-    for rule in matching_rules(request, tier):
-        if rule.channel == Channel.BROWSER:
-            continue
-        if rule.audience == Audience.SLACK_CHANNEL:
-            key = f"slack:{rule.slack_channel}"
-            found.setdefault(
-                (rule.channel, key), Recipient(rule.channel, key, slack_channel=rule.slack_channel)
+        return {request.pk: holder_recipients(request, now) for request in requests}
+    by_queue: dict[int, list[ElicitationRequest]] = {}
+    for request in requests:
+        by_queue.setdefault(request.queue_id, []).append(request)
+    told: dict[Any, list[Recipient]] = {}
+    for queue_id, arrived in by_queue.items():
+        rules = [
+            rule
+            for rule in ReachRule.objects.filter(queue_id=queue_id, tier=tier)
+            if rule.channel != Channel.BROWSER
+        ]
+        addressees: dict[int, list[Recipient]] = {}  # by rule, read when a request first needs it
+        for request in arrived:
+            found: dict[tuple[str, str], Recipient] = {}
+            for rule in rules:
+                if not _applies(rule, request):
+                    continue
+                if rule.pk not in addressees:
+                    addressees[rule.pk] = _addressees(rule, queue_id, now)
+                for recipient in addressees[rule.pk]:
+                    found.setdefault((recipient.channel, recipient.key), recipient)
+            told[request.pk] = list(found.values())
+    return told
+
+
+def _addressees(rule: ReachRule, queue_id: int, now: datetime) -> list[Recipient]:
+    if rule.audience == Audience.SLACK_CHANNEL:
+        key = f"slack:{rule.slack_channel}"
+        return [Recipient(rule.channel, key, slack_channel=rule.slack_channel)]
+    found = []
+    for user in _audience(rule, queue_id):
+        prefs = _preferences(user)
+        slack_id = prefs.slack_user_id or "" if prefs else ""
+        found.append(
+            Recipient(
+                rule.channel,
+                f"user:{user.pk}",
+                user=user,
+                slack_channel=slack_id,
+                held=_held(rule.channel, user, now),
             )
-            continue
-        for user in _audience(rule, request):
-            key = f"user:{user.pk}"
-            prefs = _preferences(user)
-            slack_id = prefs.slack_user_id or "" if prefs else ""
-            found.setdefault(
-                (rule.channel, key),
-                Recipient(
-                    rule.channel, key, user=user, slack_channel=slack_id, held=_held(rule.channel, user, now)
-                ),
-            )
-    return list(found.values())
+        )
+    return found
 
 
 def holder_recipients(request: ElicitationRequest, now: datetime) -> list[Recipient]:

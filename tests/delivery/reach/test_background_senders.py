@@ -1,6 +1,6 @@
-"""The embedded deployment's background senders (delivery/background.py): jobs run off the submitting thread, a
-full backlog drops a job and says so instead of blocking, a failing job is logged and the pool goes on, and each
-job leaves no database connection behind."""
+"""The process's notice senders (delivery/background.py): jobs run off the submitting thread, each channel on
+threads of its own (a held Slack job holds no e-mail), a full backlog drops a job and says so instead of blocking,
+a failing job is logged and the pool goes on, and each job leaves no database connection behind."""
 
 import logging
 import threading
@@ -22,7 +22,7 @@ WAIT_SECONDS = 30
 def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """One sender thread, so jobs run in the order they were submitted; it finishes them before the test ends."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reviewhub-notices-test")
-    monkeypatch.setattr(background, "_pool", pool)
+    monkeypatch.setitem(background._pools, background.TASKS, pool)
     yield
     pool.shutdown(wait=True)
 
@@ -40,6 +40,26 @@ def test_a_job_runs_on_a_sender_thread_while_the_caller_goes_on() -> None:
     release.set()
     assert wait_until(lambda: ran_on != [] and background.unfinished() == 0)
     assert ran_on[0].startswith("reviewhub-notices")
+
+
+def test_a_job_held_on_one_channels_threads_does_not_hold_another_channels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One thread per channel: a Slack that hangs holds Slack's threads, never the e-mails'.
+    monkeypatch.setattr(background, "SENDERS_PER_CHANNEL", 1)
+    monkeypatch.setattr(background, "_pools", {})
+    release, ran_on = threading.Event(), list[str]()
+    try:
+        assert background.submit(release.wait, WAIT_SECONDS, lane="slack") is True
+        assert background.submit(lambda: ran_on.append(threading.current_thread().name), lane="email") is True
+        assert wait_until(lambda: ran_on != [])
+        assert ran_on[0].startswith("reviewhub-notices-email")
+        assert background.unfinished() >= 1  # Slack's job is still held
+    finally:
+        release.set()
+    assert wait_until(lambda: background.unfinished() == 0)
+    for pool in background._pools.values():
+        pool.shutdown(wait=True)
 
 
 @pytest.mark.django_db

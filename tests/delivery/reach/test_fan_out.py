@@ -1,13 +1,16 @@
-"""Fan-out that scales: one task per batch of one channel, on the `notices` queue; a batch's mails over one SMTP
-connection, a refused one failing alone; a hung SMTP server waited on once per batch, not once per mail; one
-Slack client per token in a process; each notice still sent once when two workers take the same batch, and a
-notice whose first attempt was lost sent by the retry sweep after its lease."""
+"""Fan-out that scales: one task per window of arrivals, on the `notices` queue, recording them with routing's
+reads once and one insert, whatever the window's size, and each notice sent from its channel's senders; one task
+per batch of one channel for what `notify_tier` still records; a batch's mails over one SMTP connection, a refused
+one failing alone; a hung SMTP server waited on once per batch, not once per mail; one Slack client per token in a
+process; each notice still sent once when two workers take the same batch or record the same window, and a notice
+whose first attempt was lost sent by the retry sweep after its lease."""
 
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
+from time import monotonic, sleep
 from typing import Any
 
 import pytest
@@ -15,9 +18,10 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 from django.contrib.auth.models import User
 from django.core import mail
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
-from elicitation.delivery import notices, reach_tasks, slack
+from elicitation.delivery import background, notices, reach_tasks, slack
 from elicitation.models import (
     Channel,
     ElicitationRequest,
@@ -122,7 +126,14 @@ def test_notices_have_a_queue_of_their_own_and_sweeps_and_answers_do_not() -> No
     def queue_of(task: str) -> str:
         return str(celery_app.amqp.router.route({}, task, (), {})["queue"].name)
 
-    for task in ("notify_tier", "send_notices", "send_notice", "update_slack_messages", "send_reach_digests"):
+    for task in (
+        "notify_arrivals",
+        "notify_tier",
+        "send_notices",
+        "send_notice",
+        "update_slack_messages",
+        "send_reach_digests",
+    ):
         assert queue_of(f"elicitation.delivery.reach_tasks.{task}") == "notices"
     for task in (
         "elicitation.delivery.reach_tasks.retry_due_notices",
@@ -133,6 +144,221 @@ def test_notices_have_a_queue_of_their_own_and_sweeps_and_answers_do_not() -> No
         assert queue_of(task) == "celery"
     # A worker started without -Q consumes both.
     assert set(celery_app.amqp.queues) == {"celery", "notices"}
+
+
+# --- one task per window of arrivals -----------------------------------------------------------------------------
+
+
+def recorded_while_counting(arrivals: list[tuple[Any, int]]) -> tuple[list[Notice], int]:
+    with CaptureQueriesContext(connection) as queries:
+        taken = notices.record_arrivals(arrivals)
+    return taken, len(queries.captured_queries)
+
+
+def test_a_window_of_arrivals_is_recorded_with_as_many_queries_as_one_arrival(
+    members: Callable[[int], list[User]],
+    queue: Queue,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    ReachRule.objects.create(queue=queue, channel=Channel.SLACK, audience="slack_channel", slack_channel="C1")
+    people = members(3)
+    alone, *window = [make_request() for _ in range(6)]
+
+    taken_alone, queries_alone = recorded_while_counting([(str(alone.pk), 0)])
+    taken, queries = recorded_while_counting([(str(request.pk), 0) for request in window])
+    assert queries == queries_alone  # routing's reads once per queue and tier; one insert for all
+    assert len(taken_alone) == 4 and len(taken) == 5 * 4
+    for request in window:
+        told = Notice.objects.filter(request=request)
+        assert sorted(told.values_list("recipient", flat=True)) == sorted(
+            ["slack:C1", *(f"user:{person.pk}" for person in people)]
+        )
+    # Recorded as taken by the recorder, with a lease; each with what its message says.
+    for notice in taken:
+        assert notice.status == NoticeStatus.SENDING and notice.next_attempt_at is not None
+        assert notice.attempts == 0 and notice.request.queue == queue
+        assert Notice.objects.get(pk=notice.pk).status == NoticeStatus.SENDING
+
+
+def test_each_request_of_a_window_is_routed_by_its_own_priority_and_each_reader_by_their_preferences(
+    clock: Any,
+    members: Callable[[int], list[User]],
+    queue: Queue,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    asleep, digest, awake = members(3)
+    clock.current = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    ReviewerReach.objects.create(user=asleep, quiet_start=time(11, 0), quiet_end=time(13, 0))
+    ReviewerReach.objects.create(user=digest, email_mode="digest")
+    ReachRule.objects.create(
+        queue=queue, channel=Channel.SLACK, audience="slack_channel", slack_channel="URGENT", min_priority=5
+    )
+    low, high = make_request(priority=1), make_request(priority=9)
+
+    taken = notices.record_arrivals([(str(low.pk), 0), (str(high.pk), 0)])
+    assert sorted((n.request_id == high.pk, n.recipient) for n in taken) == sorted(
+        [(False, f"user:{awake.pk}"), (True, f"user:{awake.pk}"), (True, "slack:URGENT")]
+    )
+    held = Notice.objects.exclude(status=NoticeStatus.SENDING)
+    assert sorted((n.user_id, n.status, n.reason) for n in held) == sorted(
+        [
+            (asleep.pk, NoticeStatus.SKIPPED, "quiet hours"),
+            (asleep.pk, NoticeStatus.SKIPPED, "quiet hours"),
+            (digest.pk, NoticeStatus.DIGEST, ""),
+            (digest.pk, NoticeStatus.DIGEST, ""),
+        ]
+    )
+
+
+def test_a_window_tells_nobody_twice_about_a_request_told_before(
+    members: Callable[[int], list[User]],
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    people = members(2)
+    request = make_request()
+    assert len(notices.record_arrivals([(str(request.pk), 0)])) == 2
+    # The same arrival again (a task delivered twice), twice in one window, and as tier 1 to the same people.
+    assert notices.record_arrivals([(str(request.pk), 0), (str(request.pk), 0), (str(request.pk), 1)]) == []
+    assert Notice.objects.filter(request=request).count() == len(people)
+
+
+def test_a_window_sends_every_notice_once_from_its_channels_senders(
+    members: Callable[[int], list[User]],
+    queue: Queue,
+    slack_api: FakeSlack,
+    smtp_connections: Connections,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    ReachRule.objects.create(queue=queue, channel=Channel.SLACK, audience="slack_channel", slack_channel="C1")
+    people = members(2)
+    window = [make_request() for _ in range(3)]
+
+    assert reach_tasks.notify_arrivals([[str(request.pk), 0] for request in window]) == 3 * 3
+    posted = slack_api.named("chat.postMessage")
+    assert [call.body["channel"] for call in posted] == ["C1"] * 3
+    for request in window:
+        assert sum(str(request.pk) in str(call.body) for call in posted) == 1
+    assert sorted(smtp_connections.recipients) == sorted(3 * [person.email for person in people])
+    for request in window:
+        assert sent_to(request) == sorted(f"user:{person.pk}" for person in people)
+        assert sent_to(request, Channel.SLACK) == ["slack:C1"]
+    slack_notice = Notice.objects.filter(channel=Channel.SLACK).first()
+    assert slack_notice is not None and (slack_notice.attempts, slack_notice.reason) == (1, "")
+    assert slack_notice.slack_ts.startswith("1700000000.")
+
+
+def test_a_notice_a_window_took_is_left_to_it_until_its_lease_runs_out(
+    clock: Any,
+    members: Callable[[int], list[User]],
+    smtp_connections: Connections,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    [person] = members(1)
+    request = make_request()
+    # Recorded, then its sender was lost with its process before sending.
+    [taken] = notices.record_arrivals([(str(request.pk), 0)])
+    assert notices.send_notices([taken.pk]) == {}  # another worker's batch may not take it
+    assert notices.due_notice_batches() == []
+    assert smtp_connections.recipients == []
+    clock.advance(seconds=notices.SENDING_LEASE.total_seconds() + 1)
+    assert reach_tasks.retry_due_notices() == 1
+    assert smtp_connections.recipients == [person.email]
+    assert sent_to(request) == [f"user:{person.pk}"]
+
+
+def test_a_notice_that_waited_for_a_sender_is_not_sent_for_a_request_closed_meanwhile(
+    clock: Any,
+    members: Callable[[int], list[User]],
+    smtp_connections: Connections,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    members(1)
+    request = make_request()
+    [taken] = notices.record_arrivals([(str(request.pk), 0)])
+    ElicitationRequest.objects.filter(pk=request.pk).update(status="withdrawn")
+    clock.advance(seconds=notices.RECHECK_AFTER.total_seconds() + 1)  # a backlog held it
+    assert notices.send_taken(taken) is None
+    assert smtp_connections.recipients == []
+    skipped = Notice.objects.get(pk=taken.pk)
+    assert (skipped.status, skipped.reason) == (NoticeStatus.SKIPPED, "closed before sending")
+
+
+def test_a_notice_whose_sender_came_after_the_retry_sweep_took_it_is_not_sent_again(
+    clock: Any,
+    members: Callable[[int], list[User]],
+    smtp_connections: Connections,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    [person] = members(1)
+    request = make_request()
+    [taken] = notices.record_arrivals([(str(request.pk), 0)])
+    clock.advance(seconds=notices.SENDING_LEASE.total_seconds() + 1)  # its sender waited past the lease
+    assert reach_tasks.retry_due_notices() == 1
+    assert notices.send_taken(taken) is None  # the sender comes at last: the sweep has sent it
+    assert smtp_connections.recipients == [person.email]
+    assert sent_to(request) == [f"user:{person.pk}"]
+
+
+def test_a_notice_whose_sender_waited_past_its_lease_with_no_sweep_meanwhile_goes_out_once(
+    clock: Any,
+    members: Callable[[int], list[User]],
+    smtp_connections: Connections,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    [person] = members(1)
+    request = make_request()
+    [taken] = notices.record_arrivals([(str(request.pk), 0)])
+    clock.advance(seconds=notices.SENDING_LEASE.total_seconds() + 1)  # no sweep ran meanwhile
+    assert notices.send_taken(taken) is None
+    assert smtp_connections.recipients == [person.email]
+    assert notices.due_notice_batches() == []
+    assert sent_to(request) == [f"user:{person.pk}"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_recording_the_same_window_tell_each_person_once(
+    members: Callable[[int], list[User]],
+    queue: Queue,
+    slack_api: FakeSlack,
+    smtp_connections: Connections,
+    make_request: Callable[..., ElicitationRequest],
+) -> None:
+    window = [make_request() for _ in range(4)]  # before the rules: their commits queue nothing
+    ReachRule.objects.create(queue=queue, channel=Channel.SLACK, audience="slack_channel", slack_channel="C1")
+    people = members(3)
+    arrived = [[str(request.pk), 0] for request in window]
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            start.wait(timeout=10)
+            reach_tasks.notify_arrivals(arrived)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert wait_until(lambda: background.unfinished() == 0)
+    assert sorted(smtp_connections.recipients) == sorted(len(window) * [person.email for person in people])
+    assert len(slack_api.named("chat.postMessage")) == len(window)
+    for request in window:
+        assert sent_to(request) == sorted(f"user:{person.pk}" for person in people)
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 30) -> bool:
+    give_up = monotonic() + seconds
+    while not condition():
+        if monotonic() > give_up:
+            return False
+        sleep(0.01)
+    return True
 
 
 # --- e-mail: one connection per batch -----------------------------------------------------------------------------
