@@ -42,7 +42,11 @@ browser:
 
 # The suite under coverage (servers the tests start are measured too), then the app's line coverage. The slow tests
 # (scale, storms, packaging) run in make test-services.
-COVERED_PYTEST = rm -f .coverage .coverage.*; status=0; $(BIN)/coverage run -m pytest -m "not slow" $(PYTEST_ARGS) || status=$$?; \
+# Two test processes (pytest-xdist), each taking whole files, so a module's fixtures start once: the suite mostly
+# waits on the servers and browsers it starts, and two cores run twice the tests. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+COVERED_PYTEST = rm -f .coverage .coverage.*; status=0; $(BIN)/coverage run -m pytest -m "not slow" $(XDIST) $(PYTEST_ARGS) || status=$$?; \
 	$(BIN)/coverage combine -q; $(BIN)/coverage report; exit $$status
 
 # The TypeScript client's tests (clients/typescript) run against a live ReviewHub they start on loopback.
@@ -61,7 +65,7 @@ test: $(STAMP) browser $(TS_DIR)/node_modules/.installed
 	@$(MAKE) --no-print-directory test-ts
 
 # Every test on PostgreSQL + Redis, the slow ones too; coverage is measured on the embedded leg only.
-SERVICES_PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS)
+SERVICES_PYTEST = $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 test-services: $(STAMP) browser node_modules/.installed $(TS_DIR)/node_modules/.installed
 	@$(SERVICES_ENV) $(SERVICES_PYTEST)
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connections
+from django.db import DatabaseError, connections
+from django.db.backends.signals import connection_created
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -35,6 +36,24 @@ class Clock:
     def advance(self, **delta: float) -> datetime:
         self.current += timedelta(**delta)
         return self.current
+
+
+def _flush_outwaits_live_servers(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """A transactional test's teardown TRUNCATEs every table while the live servers it started may be sweeping; a
+    sweep's transaction that holds one table and waits for another deadlocks with it, and PostgreSQL aborts
+    whichever waits past its deadlock_timeout first. Here (the test process only: servers do not load this file)
+    that is 30 s, so the sweep (1 s, retried at its next run) is the one aborted, never the flush, whose failure
+    would leave the rows for the next test. Needs a superuser, as the test database's is; otherwise unchanged."""
+    if connection.vendor != "postgresql":
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET deadlock_timeout = '30s'")
+    except DatabaseError:
+        pass
+
+
+connection_created.connect(_flush_outwaits_live_servers)
 
 
 @pytest.fixture(autouse=True)

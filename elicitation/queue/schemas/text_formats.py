@@ -30,7 +30,7 @@ _FORMAT_CHECKER = FormatChecker()
 if not {"uri", "date-time"} <= set(_FORMAT_CHECKER.checkers):
     # Without these jsonschema silently accepts anything; refuse to run rather than fail open.
     raise ImportError(
-        "elicitation.queue.schemas needs jsonschema[format-nongpl] for uri and date-time checks"
+        "elicitation.queue.schemas needs rfc3986-validator and rfc3339-validator for uri and date-time checks"
     )
 
 # Character classes are spelled out in ASCII: Python's `\d`, `\s` and IGNORECASE also match non-ASCII characters
