@@ -229,14 +229,18 @@ def run_escalation_chain(now: datetime | None = None) -> int:
     Idempotent and safe to run from several processes at once."""
     now = now or clock.now()
     taken = 0
+    in_a_chain = ElicitationRequest.objects.filter(
+        status__in=OPEN_STATUSES, queue__escalation_policy__isnull=False, deadline__gt=now
+    )
+    # Most sweeps find nothing: a plain look first costs a tenth of building the query below (an idle process's
+    # largest wake-up, BENCHMARKS.md #14).
+    if not in_a_chain.exists():
+        return 0
     # Unlocked first cut, so a sweep does not lock every open request: steps already taken in the current queue
     # (a request never re-enters a queue) and steps whose time has not come are left out. The locked check in
     # each step function is the one that decides.
     candidates = (
-        ElicitationRequest.objects.filter(
-            status__in=OPEN_STATUSES, queue__escalation_policy__isnull=False, deadline__gt=now
-        )
-        .annotate(
+        in_a_chain.annotate(
             t1_taken=_step_taken_here(TIER_NOTIFIED),
             t2_taken=_step_taken_here(REASSIGNED),
             t2_left_with_holder=_step_taken_here(HOLDER_NOTIFIED, HOLDER_KEPT),
