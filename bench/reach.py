@@ -42,6 +42,7 @@ from bench.harness import (
     RESULTS,
     Context,
     Figure,
+    KeepAliveClient,
     Report,
     Server,
     bench_env,
@@ -459,31 +460,29 @@ def wait_for(condition: Any, seconds: float) -> None:
 
 
 async def arrive(base_url: str, key: str, rate: float, seconds: float) -> Phase:
-    """Requests created at `rate` per second for `seconds` (open loop)."""
+    """Requests created at `rate` per second for `seconds` (open loop). A backlog waits for one of the client's
+    CONNECTIONS, and that wait is part of the create's latency."""
     phase = Phase()
     body = {**fixtures.CREATE_BODY, "queue": PREFIX}
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
-    # A backlog waits here, not in httpcore's pool, which walks every waiting request and, for each connection,
-    # every connection on every event: with 500 connections and ~2,000 creates waiting (load 7-10) that held this
-    # loop for minutes, and the phase never ended. Waiting here is still the create's latency.
-    in_flight = asyncio.Semaphore(CONNECTIONS)
-    async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits) as client:
+    client = KeepAliveClient(base_url, CONNECTIONS)
 
-        async def create(index: int) -> None:
-            sent = time.monotonic()
-            try:
-                async with in_flight:
-                    response = await client.post(
-                        "/api/v1/requests", json=body, headers={"Authorization": f"Bearer {key}"}
-                    )
-            except httpx.HTTPError:
-                return
-            answered = time.monotonic()
-            if response.status_code == 201:
-                phase.arrived[response.json()["id"]] = answered
-                phase.creates.append(answered - sent)
+    async def create(index: int) -> None:
+        sent = time.monotonic()
+        try:
+            status, answer = await client.post_json(
+                "/api/v1/requests", body, {"Authorization": f"Bearer {key}"}
+            )
+        except (OSError, ValueError, asyncio.IncompleteReadError):
+            return
+        answered = time.monotonic()
+        if status == 201:
+            phase.arrived[json.loads(answer)["id"]] = answered
+            phase.creates.append(answered - sent)
 
+    try:
         started = await paced(int(rate * seconds), rate, create, max_seconds=seconds + 5)
+    finally:
+        client.close()
     # Refused, timed out, or still unanswered 30 s after the schedule (paced cancels those).
     phase.errors = started - len(phase.arrived)
     return phase
