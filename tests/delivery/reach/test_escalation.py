@@ -2,7 +2,6 @@
 the policy's `claimed_at_t2` says keep, notify or move), the deadline is the last step; each step an audit row
 taken once, at the right time on a controllable clock; quiet hours respected."""
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, time
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
-from django.db import connection, connections
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from elicitation.delivery import routing
@@ -29,6 +28,7 @@ from elicitation.models import (
     Status,
 )
 from elicitation.queue import transitions
+from tests.races import at_once
 
 
 def kinds(request: ElicitationRequest) -> list[str]:
@@ -469,25 +469,7 @@ def test_two_concurrent_sweepers_take_each_step_once(
     for request in requests[20:]:
         transitions.renew_claim(request.pk, user=reviewer)  # heartbeat: live until 160 s
     clock.advance(seconds=21)  # T1 for the pending ten, T2 for all; the lease of ten claims lapsed, ten live
-    barrier = threading.Barrier(2)
-    taken: list[int] = []
-    errors: list[BaseException] = []
-
-    def sweep() -> None:
-        try:
-            barrier.wait(timeout=10)
-            taken.append(transitions.run_escalation_chain())
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=sweep) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == []
+    taken = at_once(transitions.run_escalation_chain, transitions.run_escalation_chain)
     assert sum(taken) == 40
     for request in requests:
         events = kinds(request)

@@ -18,7 +18,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 from django.contrib.auth.models import User
 from django.core import mail
-from django.db import connection, connections
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from elicitation.delivery import background, notices, reach_tasks, slack
@@ -33,6 +33,7 @@ from elicitation.models import (
 )
 from reviewhub import celery_app
 from tests.delivery.reach.conftest import FakeSlack, free_port
+from tests.races import at_once
 
 
 @dataclass
@@ -327,24 +328,7 @@ def test_two_workers_recording_the_same_window_tell_each_person_once(
     ReachRule.objects.create(queue=queue, channel=Channel.SLACK, audience="slack_channel", slack_channel="C1")
     people = members(3)
     arrived = [[str(request.pk), 0] for request in window]
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def worker() -> None:
-        try:
-            start.wait(timeout=10)
-            reach_tasks.notify_arrivals(arrived)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == []
+    at_once(lambda: reach_tasks.notify_arrivals(arrived), lambda: reach_tasks.notify_arrivals(arrived))
     assert wait_until(lambda: background.unfinished() == 0)
     assert sorted(smtp_connections.recipients) == sorted(len(window) * [person.email for person in people])
     assert len(slack_api.named("chat.postMessage")) == len(window)
@@ -558,24 +542,7 @@ def test_two_workers_sending_the_same_batch_send_each_mail_once(
     request = make_request()  # before the rule: its own commit queues nothing to the background senders
     people = members(6)
     [batch] = notices.record_notice_batches(request.pk, 0)
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def worker() -> None:
-        try:
-            start.wait(timeout=10)
-            notices.send_notices(batch)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == []
+    at_once(lambda: notices.send_notices(batch), lambda: notices.send_notices(batch))
     assert sorted(smtp_connections.recipients) == sorted(person.email for person in people)
     assert sent_to(request) == sorted(f"user:{person.pk}" for person in people)
 
