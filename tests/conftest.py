@@ -42,13 +42,13 @@ def _flush_outwaits_live_servers(sender: Any, connection: Any, **kwargs: Any) ->
     """A transactional test's teardown TRUNCATEs every table while the live servers it started may be sweeping; a
     sweep's transaction that holds one table and waits for another deadlocks with it, and PostgreSQL aborts
     whichever waits past its deadlock_timeout first. Here (the test process only: servers do not load this file)
-    that is 30 s, so the sweep (1 s, retried at its next run) is the one aborted, never the flush, whose failure
+    that is 10 s, so the sweep (1 s, retried at its next run) is the one aborted, never the flush, whose failure
     would leave the rows for the next test. Needs a superuser, as the test database's is; otherwise unchanged."""
     if connection.vendor != "postgresql":
         return
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SET deadlock_timeout = '30s'")
+            cursor.execute("SET deadlock_timeout = '10s'")
     except DatabaseError:
         pass
 
