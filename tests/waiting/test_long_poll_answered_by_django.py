@@ -188,6 +188,7 @@ async def test_each_long_poll_is_one_call_against_the_rate_and_the_one_over_it_g
     make_request: Callable[..., ElicitationRequest],
     answer: Answer,
     settings: Any,
+    clock: Any,  # the rate's fixed window stays where it is: three calls never straddle a minute boundary
 ) -> None:
     settings.AGENT_RATE = parse_rate("2/min")
     _, key = agent_with_key
