@@ -36,6 +36,9 @@ OUTPUT = Path(settings.BASE_DIR) / "test-output"
 SCREENSHOTS = OUTPUT / "screenshots"
 FAILURES = OUTPUT / "failures"
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
+# How long Playwright waits for a page, an element or a pushed change. A passing test never waits it out, so it can be
+# generous: on a loaded machine a first page load has taken over 5 s (slower, not red).
+WAIT_MS = 30_000
 
 
 # A second loopback origin whose pages the live server lets call its agent API (tests/browser/test_cross_origin.py).
@@ -133,7 +136,7 @@ def open_page(
 
     def open_one(user: User | None = None, path: str = "/") -> Any:
         context = browser.new_context(base_url=asgi_live_server_url, viewport={"width": 1280, "height": 860})
-        context.set_default_timeout(5000)
+        context.set_default_timeout(WAIT_MS)
         contexts.append(context)
         if user is not None:
             context.add_cookies([session_cookie(user, asgi_live_server_url)])

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from elicitation.models import ElicitationRequest, Status
 from elicitation.queue import rules
-from tests.browser.conftest import SCREENSHOTS, session_cookie
+from tests.browser.conftest import SCREENSHOTS, WAIT_MS, session_cookie
 from tests.browser.test_reviewer_pages import NOTE_SCHEMA, form_request, team, wait_live  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -81,7 +81,7 @@ def phone(browser: Any, asgi_live_server_url: str) -> Iterator[Any]:
             is_mobile=True,
             device_scale_factor=2,
         )
-        context.set_default_timeout(5000)
+        context.set_default_timeout(WAIT_MS)
         contexts.append(context)
         context.add_cookies([session_cookie(user, asgi_live_server_url)])
         page = context.new_page()

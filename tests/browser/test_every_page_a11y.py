@@ -28,7 +28,7 @@ from django.contrib.auth.models import User
 
 from elicitation.models import Queue, Scope
 from elicitation.queue import accounts
-from tests.browser.conftest import session_cookie
+from tests.browser.conftest import WAIT_MS, session_cookie
 
 pytestmark = pytest.mark.browser
 
@@ -237,7 +237,7 @@ def test_every_page_passes_axe_in_both_schemes_on_desktop_and_phone(
             context = browser.new_context(
                 base_url=asgi_live_server_url, viewport=viewport, color_scheme=scheme, reduced_motion="reduce"
             )
-            context.set_default_timeout(10_000)
+            context.set_default_timeout(WAIT_MS)
             page = context.new_page()
             page.on(
                 "console",

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 
 from elicitation.models import ElicitationRequest, Queue
 from elicitation.queue import accounts
-from tests.browser.conftest import SCREENSHOTS, session_cookie
+from tests.browser.conftest import SCREENSHOTS, WAIT_MS, session_cookie
 from tests.delivery.liveserver import REPO, LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.mcp]
@@ -89,7 +89,7 @@ def test_a_person_approves_a_held_tool_call_on_the_request_page(
 
     request = held_request()
     context = browser.new_context(base_url=url, viewport={"width": 1280, "height": 860})
-    context.set_default_timeout(10000)
+    context.set_default_timeout(WAIT_MS)
     context.add_cookies([session_cookie(alice, url)])
     page = context.new_page()
     page.goto(f"/requests/{request.pk}/")

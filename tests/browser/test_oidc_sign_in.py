@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from elicitation.models import Queue
 from elicitation.reviewer.company_sign_in.models import CompanyIdentity
-from tests.browser.conftest import ASYNC_UNSAFE, FAILURES
+from tests.browser.conftest import ASYNC_UNSAFE, FAILURES, WAIT_MS
 from tests.delivery.liveserver import LiveServer
 from tests.oidc_provider.server import OIDCProvider
 
@@ -79,7 +79,7 @@ def test_a_reviewer_signs_in_with_the_company_provider_and_its_groups_decide_the
     )
     context = browser.new_context(base_url=reviewhub.url)
     # Each step waits for a page of one of two servers (and a third request between them) on a shared machine.
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     console_errors: list[str] = []
     page.on("console", lambda message: message.type == "error" and console_errors.append(message.text))

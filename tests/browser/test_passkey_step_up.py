@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from elicitation.models import Passkey, Queue
 from elicitation.queue import accounts, receipts, rules
 from reviewhub_client.receipts import verify_receipt, verify_step_up
-from tests.browser.conftest import ASYNC_UNSAFE, SCREENSHOTS, session_cookie
+from tests.browser.conftest import ASYNC_UNSAFE, SCREENSHOTS, WAIT_MS, session_cookie
 from tests.delivery.liveserver import LiveServer, free_port
 
 pytestmark = pytest.mark.browser
@@ -51,7 +51,7 @@ def signed_in_page(
 
     def open_for(user: User) -> tuple[Any, Any]:
         context = browser.new_context(base_url=localhost_server, viewport={"width": 1280, "height": 900})
-        context.set_default_timeout(10000)
+        context.set_default_timeout(WAIT_MS)
         contexts.append(context)
         context.add_cookies([session_cookie(user, localhost_server)])
         page = context.new_page()

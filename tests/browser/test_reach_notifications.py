@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from elicitation.models import Channel, ElicitationRequest, Notice, Queue
 from elicitation.queue import accounts
+from tests.browser.conftest import WAIT_MS
 
 # The live server is started once per session from this environment: pages poll every second in the tests.
 os.environ.setdefault("BROWSER_POLL_SECONDS", "1")
@@ -70,7 +71,7 @@ def test_title_count_and_a_desktop_notification_when_a_request_arrives_in_a_hidd
     from tests.browser.conftest import session_cookie
 
     context = browser.new_context(base_url=asgi_live_server_url)
-    context.set_default_timeout(8000)
+    context.set_default_timeout(WAIT_MS)
     context.grant_permissions(["notifications"], origin=asgi_live_server_url)
     context.add_cookies([session_cookie(user, asgi_live_server_url)])
     context.add_init_script(RECORD_NOTIFICATIONS)
@@ -120,7 +121,7 @@ def test_no_notification_without_permission_and_an_opt_in_button(
     from tests.browser.conftest import session_cookie
 
     context = browser.new_context(base_url=asgi_live_server_url)
-    context.set_default_timeout(8000)
+    context.set_default_timeout(WAIT_MS)
     context.add_cookies([session_cookie(user, asgi_live_server_url)])
     context.add_init_script(RECORD_NOTIFICATIONS)
     page = context.new_page()

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from elicitation.models import ReviewerReach
-from tests.browser.conftest import AgentAPI, session_cookie
+from tests.browser.conftest import WAIT_MS, AgentAPI, session_cookie
 from tests.browser.test_reviewer_pages import NOTE_SCHEMA, form_request, team, wait_live  # noqa: F401
 from tests.delivery.liveserver import LiveServer
 
@@ -47,7 +47,7 @@ def open_undo_page(browser: Any, undo_server: str, transactional_db: None) -> It
 
     def open_one(user: Any, path: str) -> Any:
         context = browser.new_context(base_url=undo_server, viewport={"width": 1280, "height": 860})
-        context.set_default_timeout(5000)
+        context.set_default_timeout(WAIT_MS)
         contexts.append(context)
         context.add_cookies([session_cookie(user, undo_server)])
         page = context.new_page()

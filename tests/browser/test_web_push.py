@@ -38,6 +38,7 @@ from tests.browser.conftest import (
     CHROMIUM,
     CHROMIUM_ARGS,
     SCREENSHOTS,
+    WAIT_MS,
     session_cookie,
 )
 from tests.delivery.liveserver import LiveServer
@@ -137,7 +138,7 @@ def push_context(push_server: str) -> Iterator[Any]:
         context = playwright.chromium.launch_persistent_context(
             profile, executable_path=CHROMIUM, args=args, headless=True, base_url=push_server
         )
-        context.set_default_timeout(10000)
+        context.set_default_timeout(WAIT_MS)
         context.grant_permissions(["notifications"], origin=push_server)
         try:
             yield context

@@ -30,6 +30,7 @@ from playwright.async_api import async_playwright
 from elicitation.admin.mcp_grants import revoke_grants
 from elicitation.models import ElicitationRequest, McpGrant, Queue
 from elicitation.queue import accounts
+from tests.browser.conftest import WAIT_MS
 from tests.mcp.conftest import Hub, LiveReviewHub, ScriptedReviewer
 
 pytestmark = [pytest.mark.mcp, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -150,7 +151,7 @@ async def chromium_page() -> AsyncIterator[Any]:
             executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
         )
         context = await browser.new_context()
-        context.set_default_timeout(15000)
+        context.set_default_timeout(WAIT_MS)
         try:
             yield await context.new_page()
         finally:
