@@ -1,7 +1,8 @@
 """`python -m bench [NAME ...] [--quick]`: run benchmarks, write bench/results/latest.json and BENCHMARKS.md.
 
-Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm, rule_regex, gateway, idle
-(default: all, in that order), and servers (only when named: `--servers`, `--rounds`, `--parts`; bench/servers.py).
+Names: intake, claim, push, sockets, queue, layer, reach, rules, reviewer, waiting, storm, rule_regex, gateway, idle,
+expected_wait (default: all, in that order), and servers (only when named: `--servers`, `--rounds`, `--parts`;
+bench/servers.py).
 `--quick` runs each with smaller counts to check the harness works; its figures are not written to BENCHMARKS.md.
 `--render` only rewrites BENCHMARKS.md from the last full run's figures and bench/findings.md (after editing the findings).
 The environment decides where it runs: DATABASE_URL (default the dedicated rh_bench database) and
@@ -37,6 +38,7 @@ BENCHMARKS = {
     "gateway": "bench.gateway",
     "idle": "bench.idle",
     "servers": "bench.servers",
+    "expected_wait": "bench.expected_wait",
 }
 # Run only when named: the comparison of ASGI servers repeats the push, storm and sockets benches on each (~40 min).
 ON_DEMAND = {"servers"}
