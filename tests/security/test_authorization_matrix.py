@@ -455,10 +455,11 @@ def test_each_endpoint_answers_each_caller_exactly(
     if row.setup is not None:
         row.setup(world)
 
+    namespace = throttling.KEY_NAMESPACE
     for actor in ACTORS:
         with subtests.test(actor=actor):
             # Each caller counts its rates afresh, as it would in a world of its own.
-            monkeypatch.setattr(throttling, "KEY_NAMESPACE", f"{throttling.KEY_NAMESPACE}-{actor}")
+            monkeypatch.setattr(throttling, "KEY_NAMESPACE", f"{namespace}-{actor}")
             with rolled_back():
                 response = call(client_for(world, actor), row, world)
             assert observed(response) == row.expected[actor], (row.name, actor, response.content[:300])
