@@ -13,12 +13,14 @@ interval for all of them, on a few shared threads.
 import asyncio
 import hashlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 from uuid import UUID
 
+from django.conf import settings
 from django.urls import Resolver404, resolve
 
 from elicitation.delivery import waiters
@@ -35,6 +37,17 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DB_RETRY_PAUSE_SECONDS = 0.5
+
+# Django answers at most this many ended waits at once per process (half the database pool, or this without one).
+# Each answer holds a thread and a pool connection; waits that end together (the timeouts of agents that all
+# reconnected after a restart) took every connection, and the herd waited out the pool's timeout (503).
+# The rest queue on the event loop, holding neither (BENCHMARKS.md, #10 failures).
+ANSWERS_AT_ONCE_WITHOUT_POOL = 8
+
+
+def answers_at_once() -> int:
+    pool_size = getattr(settings, "DB_POOL_MAX_SIZE", 0)
+    return max(1, pool_size // 2) if pool_size else ANSWERS_AT_ONCE_WITHOUT_POOL
 
 
 async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool:
@@ -132,12 +145,24 @@ def trusting_as_django_answers(send: Send, caller: Caller) -> Send:
 class LongPollMiddleware:
     """Wraps Django's ASGI app. For `GET /api/v1/requests/<id>?wait=N` and `GET /api/v1/events?wait=N` by a
     valid agent key, waits here, then passes the request on without `wait`: Django authenticates it again, counts
-    it against the agent's rate and answers it as any GET. Anything else passes straight on. The two routes are
-    named by their URL names, so this module never imports the API's views."""
+    it against the agent's rate and answers it as any GET, a few ended waits at a time (`answers_at_once`). Anything
+    else passes straight on. The two routes are named by their URL names, so this module never imports the API's
+    views."""
 
     def __init__(self, app: Any, request_route: str = "api-request", feed_route: str = "api-events") -> None:
         self.app: ASGIApp = app
         self.routes = {request_route: "request", feed_route: "feed"}
+        # One per event loop: a semaphore belongs to the loop it first waited on (tests run several loops).
+        self.answer_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def answer_turn(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        turns = self.answer_turns.get(loop)
+        if turns is None:
+            turns = self.answer_turns[loop] = asyncio.Semaphore(answers_at_once())
+        return turns
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "GET":
@@ -166,7 +191,9 @@ class LongPollMiddleware:
                 return  # the agent gave up: nobody to answer
             stripped = urlencode([(key, value) for key, value in query if key != "wait"])
             scope = {**scope, "query_string": stripped.encode("latin-1")}
-            send = trusting_as_django_answers(send, caller)
+            async with self.answer_turn():
+                await self.app(scope, receive, trusting_as_django_answers(send, caller))
+            return
         await self.app(scope, receive, send)
 
     def target(self, scope: Scope) -> tuple[str, Any] | None:

@@ -6,9 +6,11 @@ to see the difference); each surface maps those errors once (api/errors.py, revi
 from uuid import UUID
 
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
 from elicitation.models import ElicitationRequest, Queue
+from elicitation.queue import prebuilt_sql
 from elicitation.queue.errors import AccessDenied, NotFoundError
 
 
@@ -85,20 +87,26 @@ def check_supervisor(queue: Queue, user: User | AnonymousUser | None) -> None:
         raise AccessDenied("Only a queue supervisor can do that.")
 
 
+# What an agent's view of a request reads besides its row: the queue's slug, the owner's key, the claimant.
+AGENT_VIEW_RELATIONS = ("queue", "agent", "claimed_by")
+
+
 def with_relations() -> QuerySet[ElicitationRequest]:
-    """Requests with what an agent's view of them reads (the queue's slug, the owner's key, the claimant)."""
-    return ElicitationRequest.objects.select_related("queue", "agent", "claimed_by")
+    """Requests with what an agent's view of them reads."""
+    return ElicitationRequest.objects.select_related(*AGENT_VIEW_RELATIONS)
 
 
 def owned_request(agent_id: int, request_id: UUID | str) -> ElicitationRequest:
-    """An agent sees only its own requests; another agent's id is indistinguishable from a missing one."""
+    """An agent sees only its own requests; another agent's id is indistinguishable from a missing one. Read with
+    SQL built once per process (queue/prebuilt_sql.py): every agent GET, and so every ended long-poll, reads it,
+    and the ORM took longer to build this join than the database to run it (BENCHMARKS.md, #3 long-poll)."""
     try:
-        found = with_relations().filter(pk=request_id, agent_id=agent_id).first()
-    except (ValueError, TypeError):
+        found = prebuilt_sql.get_with_related(ElicitationRequest, request_id, AGENT_VIEW_RELATIONS)
+    except (ValueError, TypeError, ValidationError):
         found = None
-    if found is None:
+    if found is None or found[0].agent_id != agent_id:
         raise NotFoundError("No such request.")
-    return found
+    return found[0]
 
 
 def postable_queue_by_id(agent_id: int, queue_id: int) -> Queue | None:

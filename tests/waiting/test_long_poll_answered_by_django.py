@@ -6,6 +6,7 @@ hangs up before the answer."""
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -255,3 +256,45 @@ async def test_a_client_that_hangs_up_during_the_wait_is_not_answered_and_its_wa
         while str(request.pk) in waiters.hub().request_waits:
             await asyncio.sleep(0.02)
     assert django_reads == []
+
+
+async def test_waits_that_end_together_are_answered_by_django_a_few_at_a_time_and_every_one_is_answered(
+    agent_with_key: tuple[Agent, str],
+    make_request: Callable[..., ElicitationRequest],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.MAX_LONG_POLL_SECONDS = 1
+    settings.DB_POOL_MAX_SIZE = 4  # two answers at once: half the pool
+    _, key = agent_with_key
+    requests = [await database_sync_to_async(make_request)() for _ in range(6)]
+    inside, most = 0, 0
+    count_lock = threading.Lock()
+    pairs = threading.Barrier(2, timeout=30)  # two answers are inside Django together before either leaves
+    original = RequestDetailView.dispatch
+
+    def counted(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal inside, most
+        with count_lock:
+            inside += 1
+            most = max(most, inside)
+        try:
+            pairs.wait()
+            return original(self, request, *args, **kwargs)
+        finally:
+            with count_lock:
+                inside -= 1
+
+    monkeypatch.setattr(RequestDetailView, "dispatch", counted)
+
+    answered = await asyncio.gather(
+        *(
+            AsgiClient().get(
+                f"/api/v1/requests/{request.pk}", {"wait": 30}, headers={"Authorization": f"Bearer {key}"}
+            )
+            for request in requests
+        )
+    )
+
+    assert [(r.status_code, r.json()["status"]) for r in answered] == [(200, "pending")] * 6
+    assert most == 2

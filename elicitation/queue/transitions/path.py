@@ -15,10 +15,11 @@ from django.db.models import Q
 
 from elicitation.models import Agent, ElicitationRequest, RequestEvent
 from elicitation.queue import clock, outbox, prebuilt_sql, signals
+from elicitation.queue.access import AGENT_VIEW_RELATIONS
 from elicitation.queue.audit import record_transition
 from elicitation.queue.errors import InvalidTransition, NotFoundError
 
-_WITH_RELATED = ("queue", "agent", "claimed_by")
+_WITH_RELATED = AGENT_VIEW_RELATIONS
 
 
 def reload_request(request_id: UUID) -> ElicitationRequest:
