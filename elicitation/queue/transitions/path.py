@@ -19,13 +19,11 @@ from elicitation.queue.access import AGENT_VIEW_RELATIONS
 from elicitation.queue.audit import record_transition
 from elicitation.queue.errors import InvalidTransition, NotFoundError
 
-_WITH_RELATED = AGENT_VIEW_RELATIONS
-
 
 def reload_request(request_id: UUID) -> ElicitationRequest:
     """The request with its queue, agent and holder (`select_related`), its SQL built once per process: every
     reviewer action reads it, and the ORM spent longer building the query than the database running it."""
-    found = prebuilt_sql.get_with_related(ElicitationRequest, request_id, _WITH_RELATED)
+    found = prebuilt_sql.get_with_related(ElicitationRequest, request_id, AGENT_VIEW_RELATIONS)
     if found is None:
         raise ElicitationRequest.DoesNotExist("No such request.")
     return found[0]
@@ -49,7 +47,7 @@ def lock_request(request_id: UUID) -> ElicitationRequest | None:
     found = prebuilt_sql.get_with_related(
         ElicitationRequest,
         request_id,
-        _WITH_RELATED,
+        AGENT_VIEW_RELATIONS,
         extra_columns=(_audit_head_sql(connection.vendor),),
         lock=True,
     )
