@@ -38,16 +38,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DB_RETRY_PAUSE_SECONDS = 0.5
 
-# Django answers at most this many ended waits at once per process (half the database pool, or this without one).
-# Each answer holds a thread and a pool connection; waits that end together (the timeouts of agents that all
-# reconnected after a restart) took every connection, and the herd waited out the pool's timeout (503).
-# The rest queue on the event loop, holding neither (BENCHMARKS.md, #10 failures).
-ANSWERS_AT_ONCE_WITHOUT_POOL = 8
+# Django answers at most as many ended waits at once per process as the database pool has connections (this many
+# without a pool). Each answer holds a thread and a connection; waits that end together (the timeouts of agents that
+# all reconnected after a restart) each took a thread, more than the pool had, and the herd waited out the pool's
+# timeout (503). The rest queue on the event loop, holding neither (BENCHMARKS.md, #10 failures). Half the pool
+# was tried: on a saturated core it queued answers behind the bound (findings log, 2026-11-27 night).
+ANSWERS_AT_ONCE_WITHOUT_POOL = 20
 
 
 def answers_at_once() -> int:
-    pool_size = getattr(settings, "DB_POOL_MAX_SIZE", 0)
-    return max(1, pool_size // 2) if pool_size else ANSWERS_AT_ONCE_WITHOUT_POOL
+    return getattr(settings, "DB_POOL_MAX_SIZE", 0) or ANSWERS_AT_ONCE_WITHOUT_POOL
 
 
 async def check_tolerating_blips(is_done: Callable[[], Awaitable[bool]]) -> bool:
@@ -145,9 +145,9 @@ def trusting_as_django_answers(send: Send, caller: Caller) -> Send:
 class LongPollMiddleware:
     """Wraps Django's ASGI app. For `GET /api/v1/requests/<id>?wait=N` and `GET /api/v1/events?wait=N` by a
     valid agent key, waits here, then passes the request on without `wait`: Django authenticates it again, counts
-    it against the agent's rate and answers it as any GET, a few ended waits at a time (`answers_at_once`). Anything
-    else passes straight on. The two routes are named by their URL names, so this module never imports the API's
-    views."""
+    it against the agent's rate and answers it as any GET, a pool's worth of ended waits at a time
+    (`answers_at_once`). Anything else passes straight on. The two routes are named by their URL names, so this
+    module never imports the API's views."""
 
     def __init__(self, app: Any, request_route: str = "api-request", feed_route: str = "api-events") -> None:
         self.app: ASGIApp = app
