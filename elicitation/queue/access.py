@@ -91,22 +91,23 @@ def check_supervisor(queue: Queue, user: User | AnonymousUser | None) -> None:
 AGENT_VIEW_RELATIONS = ("queue", "agent", "claimed_by")
 
 
-def with_relations() -> QuerySet[ElicitationRequest]:
-    """Requests with what an agent's view of them reads."""
-    return ElicitationRequest.objects.select_related(*AGENT_VIEW_RELATIONS)
+def request_with_relations(request_id: UUID | str) -> ElicitationRequest | None:
+    """The request with its queue, agent and holder, or None. Its SQL is built once per process
+    (queue/prebuilt_sql.py): every agent GET (so every ended long-poll) and every reviewer action reads it, and the
+    ORM took longer to build this join than the database to run it (BENCHMARKS.md, #3 long-poll)."""
+    found = prebuilt_sql.get_with_related(ElicitationRequest, request_id, AGENT_VIEW_RELATIONS)
+    return None if found is None else found[0]
 
 
 def owned_request(agent_id: int, request_id: UUID | str) -> ElicitationRequest:
-    """An agent sees only its own requests; another agent's id is indistinguishable from a missing one. Read with
-    SQL built once per process (queue/prebuilt_sql.py): every agent GET, and so every ended long-poll, reads it,
-    and the ORM took longer to build this join than the database to run it (BENCHMARKS.md, #3 long-poll)."""
+    """An agent sees only its own requests; another agent's id is indistinguishable from a missing one."""
     try:
-        found = prebuilt_sql.get_with_related(ElicitationRequest, request_id, AGENT_VIEW_RELATIONS)
+        found = request_with_relations(request_id)
     except (ValueError, TypeError, ValidationError):
         found = None
-    if found is None or found[0].agent_id != agent_id:
+    if found is None or found.agent_id != agent_id:
         raise NotFoundError("No such request.")
-    return found[0]
+    return found
 
 
 def postable_queue_by_id(agent_id: int, queue_id: int) -> Queue | None:

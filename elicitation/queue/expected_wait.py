@@ -226,7 +226,7 @@ def forget_snapshots() -> None:
 
 def seconds_by_request(requests: Iterable[ElicitationRequest]) -> dict[UUID, int]:
     """Whole seconds each open request of `requests` will likely wait (at least 1), for those with an estimate.
-    Reads `request.queue`: load it with the requests (`access.with_relations`, `select_related("queue")`)."""
+    Reads `request.queue`: load it with the requests (`select_related("queue")`, or `access.request_with_relations`)."""
     now = clock.now()
     waits: dict[UUID, int] = {}
     for request in requests:

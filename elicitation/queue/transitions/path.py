@@ -15,18 +15,17 @@ from django.db.models import Q
 
 from elicitation.models import Agent, ElicitationRequest, RequestEvent
 from elicitation.queue import clock, outbox, prebuilt_sql, signals
-from elicitation.queue.access import AGENT_VIEW_RELATIONS
+from elicitation.queue.access import AGENT_VIEW_RELATIONS, request_with_relations
 from elicitation.queue.audit import record_transition
 from elicitation.queue.errors import InvalidTransition, NotFoundError
 
 
 def reload_request(request_id: UUID) -> ElicitationRequest:
-    """The request with its queue, agent and holder (`select_related`), its SQL built once per process: every
-    reviewer action reads it, and the ORM spent longer building the query than the database running it."""
-    found = prebuilt_sql.get_with_related(ElicitationRequest, request_id, AGENT_VIEW_RELATIONS)
+    """The request with its queue, agent and holder (`access.request_with_relations`); DoesNotExist if it is gone."""
+    found = request_with_relations(request_id)
     if found is None:
         raise ElicitationRequest.DoesNotExist("No such request.")
-    return found[0]
+    return found
 
 
 @functools.cache
