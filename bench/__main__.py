@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     info = {**harness.machine(), "date": harness.now_iso()}
     sys.stderr.write(
-        f"bench: {', '.join(names)} on {info['cores']} cores ({info['cpu']}), load {info['load_average']}\n"
+        f"bench: {', '.join(names)} on {info['cores']} cores ({info['cpu']}), load {info['load_average']}, "
+        f"CPU probe {harness.cpu_probe_ms():g} ms ({harness.QUIET_CPU_PROBE_MS} at the machine's usual speed)\n"
     )
     started = time.monotonic()
     reports: list[harness.Report] = []
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(BENCHMARKS[name])
         progress = harness.Progress(name)
         sys.stderr.write(f"\n== {module.TITLE}\n")
-        load_before = harness.load_average()
+        load_before, probe_before = harness.load_average(), harness.cpu_probe_ms()
         began = time.monotonic()
         if args.profile:
             os.environ["BENCH_PROFILE"] = name
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         progress.finish()
         report.seconds = time.monotonic() - began
         report.load_before, report.load_after = load_before, harness.load_average()
+        report.cpu_probe_before_ms, report.cpu_probe_after_ms = probe_before, harness.cpu_probe_ms()
         reports.append(report)
         for figure in report.figures:
             mark = {True: "ok  ", False: "MISS", None: "    "}[figure.met]

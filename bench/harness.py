@@ -13,6 +13,7 @@ import platform
 import resource
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -116,6 +117,23 @@ def machine() -> dict[str, Any]:
 
 def load_average() -> float:
     return round(os.getloadavg()[0], 2)
+
+
+CPU_PROBE_ROUNDS = 5
+QUIET_CPU_PROBE_MS = "13 to 15"  # the probe on the bench machine on quiet nights (findings log)
+
+
+def cpu_probe_ms() -> float:
+    """CPU milliseconds this process spends on `sum(range(10**6))`, the median of CPU_PROBE_ROUNDS: how fast the
+    host lets a core run right now. The load average cannot tell: a host that lends the machine half a core makes
+    every process slower without anything queueing here, and the figures it measures then (a long-poll's p50 swung
+    from 20 ms to 1.1 s between two runs of one commit, findings log 2026-11-28) read as regressions."""
+    spent = []
+    for _ in range(CPU_PROBE_ROUNDS):
+        began = time.process_time()
+        sum(range(10**6))
+        spent.append(time.process_time() - began)
+    return round(statistics.median(spent) * 1000, 1)
 
 
 # --- processes -------------------------------------------------------------------------------------------------
@@ -688,6 +706,8 @@ class Report:
     seconds: float = 0.0
     load_before: float = 0.0
     load_after: float = 0.0
+    cpu_probe_before_ms: float = 0.0  # cpu_probe_ms() as the benchmark began and ended (0: not probed)
+    cpu_probe_after_ms: float = 0.0
     error: str = ""
 
     def add(self, *figures: Figure) -> None:
@@ -748,8 +768,10 @@ def render_markdown(results: dict[str, Any], order: list[str], findings: str) ->
         "",
         "Every target is a ratio against a baseline measured in the same run, or a count noise cannot fake: "
         "absolute figures on a 2-core machine shared by the servers, PostgreSQL, Redis and the load generator "
-        "are noisy (the load average before and after each benchmark is listed). PostgreSQL with fsync on, "
-        "Redis, everything on loopback.",
+        "are noisy (the load average before and after each benchmark is listed, and the CPU probe: the CPU "
+        f"milliseconds `sum(range(10**6))` takes, {QUIET_CPU_PROBE_MS} on this machine at its usual speed, "
+        "about twice that when its host lends it half a core). PostgreSQL with fsync on, Redis, everything on "
+        "loopback.",
         "",
         "| # | figure | measured | target | baseline | ratio | met | machine | date |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -759,6 +781,8 @@ def render_markdown(results: dict[str, Any], order: list[str], findings: str) ->
         entry = results[name]
         info = entry.get("machine", {})
         where = f"{info.get('cores', '?')} cores, load {entry.get('load_before', '?')}→{entry.get('load_after', '?')}"
+        if entry.get("cpu_probe_before_ms"):
+            where += f", CPU probe {entry['cpu_probe_before_ms']:g}→{entry['cpu_probe_after_ms']:g} ms"
         if entry.get("error"):
             lines.append(
                 f"| {number} | **{entry['title']}: failed** ({entry['error']}) | | | | | ✗ | {where} | {entry.get('date', '')} |"

@@ -12,10 +12,11 @@ from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
 
 class OneHopASGIHandler(ASGIHandler):
-    """Django's ASGI handler with the middleware chain run in sync mode: one thread hop per request.
+    """Django's ASGI handler with the middleware chain run in sync mode: the chain and the view in one thread hop.
 
     The stock handler runs the chain in async mode, where every MiddlewareMixin hook (Django's own included)
     hops to a thread and back, ~14 hops a request: a third of the server's CPU per API call (BENCHMARKS.md).
+    Django's `handle` still adds its own two, `request_started`'s receivers before and `response.close()` after.
     The views are sync and long-polls wait in LongPollMiddleware in front of Django, so nothing needs the
     async chain; async views (healthz) still run on the event loop, reached through async_to_sync.
     Django has no public switch for this, hence the override of `load_middleware` (README, dependency notes).
