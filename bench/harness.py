@@ -403,15 +403,28 @@ class KeepAliveHttp:
     hundreds of calls per second delayed the moment a response was read (bench #3's long-polls). Bodies are read by
     Content-Length (the app's JSON answers); anything else is out of scope here."""
 
+    # A connection idle longer than this is closed, not reused: uvicorn closes keep-alive connections idle for 5 s
+    # (its default), and a request written on one it is closing is cut (45 long-polls in a 30 s long-poll run).
+    IDLE_SECONDS = 4.0
+
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
+
+    async def connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The most recently used idle connection still fresh and open, else a new one."""
+        while self.idle:
+            reader, writer, idle_since = self.idle.pop()
+            if time.monotonic() - idle_since < self.IDLE_SECONDS and not reader.at_eof():
+                return reader, writer
+            writer.close()
+        return await asyncio.open_connection(self.host, self.port)
 
     async def request(
         self, method: str, path: str, headers: dict[str, str] | None = None, sent: asyncio.Event | None = None
     ) -> tuple[int, bytes]:
         """(status, body); `sent` is set once the request is written."""
-        reader, writer = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        reader, writer = await self.connection()
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Length: 0"]
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         try:
@@ -434,13 +447,13 @@ class KeepAliveHttp:
             writer.close()
             raise
         if keep:
-            self.idle.append((reader, writer))
+            self.idle.append((reader, writer, time.monotonic()))
         else:
             writer.close()
         return int(status_line.split()[1]), body
 
     def close(self) -> None:
-        for _, writer in self.idle:
+        for _reader, writer, _idle_since in self.idle:
             writer.close()
         self.idle = []
 
