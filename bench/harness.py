@@ -126,8 +126,8 @@ QUIET_CPU_PROBE_MS = "13 to 15"  # the probe on the bench machine on quiet night
 def cpu_probe_ms() -> float:
     """CPU milliseconds this process spends on `sum(range(10**6))`, the median of CPU_PROBE_ROUNDS: how fast the
     host lets a core run right now. The load average cannot tell: a host that lends the machine half a core makes
-    every process slower without anything queueing here, and the figures it measures then (a long-poll's p50 swung
-    from 20 ms to 1.1 s between two runs of one commit, findings log 2026-11-28) read as regressions."""
+    every process slower without anything queueing here, and the figures it measures then read as regressions
+    (findings log, 2026-11-28: one commit's long-poll p50 in two runs minutes apart)."""
     spent = []
     for _ in range(CPU_PROBE_ROUNDS):
         began = time.process_time()
@@ -404,7 +404,7 @@ class KeepAliveHttp:
     Content-Length (the app's JSON answers); anything else is out of scope here."""
 
     # A connection idle longer than this is closed, not reused: uvicorn closes keep-alive connections idle for 5 s
-    # (its default), and a request written on one it is closing is cut (45 long-polls in a 30 s long-poll run).
+    # (its default), and a request written on one it is closing is cut (findings log, 2026-11-28).
     IDLE_SECONDS = 4.0
 
     def __init__(self, host: str, port: int) -> None:
