@@ -12,4 +12,4 @@ RUN pip install --no-cache-dir . && SECRET_KEY=build-only python manage.py colle
 RUN useradd --system reviewhub
 USER reviewhub
 EXPOSE 8000
-CMD ["python", "-m", "reviewhub.serve", "-e", "tcp:port=8000:interface=0.0.0.0:backlog=4096", "reviewhub.asgi:application"]
+CMD ["python", "-m", "uvicorn", "reviewhub.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--backlog", "4096", "--timeout-graceful-shutdown", "10"]

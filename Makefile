@@ -23,13 +23,16 @@ $(STAMP): pyproject.toml
 RUN_URL_HOST = $(if $(filter 0.0.0.0,$(HOST)),127.0.0.1,$(if $(filter ::,$(HOST)),[::1],$(if $(findstring :,$(HOST)),[$(HOST)],$(HOST))))
 RUN_ENV = export PUBLIC_URL="$${PUBLIC_URL:-http://$(RUN_URL_HOST):$(PORT)}" DEBUG="$${DEBUG:-true}";
 
+# uvicorn's options, as reviewhub/cli.py's SERVER_OPTIONS (tests/test_deployment.py holds them equal).
+SERVER_OPTIONS = --backlog 4096 --timeout-graceful-shutdown 10
+
 run: $(STAMP)
 	@$(RUN_ENV) set -e; \
 	$(BIN)/python manage.py migrate --noinput; \
 	$(BIN)/python manage.py seed_demo; \
 	$(BIN)/python manage.py doctor --warnings-only --skip server; \
 	echo "ReviewHub on $$PUBLIC_URL/  (API docs: /api/docs/, admin: /admin/)"; \
-	exec $(BIN)/python -m reviewhub.serve -b $(HOST) -p $(PORT) reviewhub.asgi:application
+	exec $(BIN)/python -m uvicorn reviewhub.asgi:application --host $(HOST) --port $(PORT) $(SERVER_OPTIONS)
 
 # Browser tests drive Debian's Chromium; install it when we can (root with apt), otherwise say so loudly.
 browser:

@@ -180,17 +180,11 @@ def cpu_seconds(pid: int) -> float:
     return total / CLOCK_TICKS
 
 
-# The ASGI servers a bench can run ReviewHub on (`python -m bench.serve KIND`): `reviewhub` is daphne through
-# reviewhub/serve.py (its sliced timeout walk and paced admission), `daphne` the plain daphne command line.
-SERVER_KINDS = ("reviewhub", "daphne", "uvicorn", "granian")
-SERVER_LABELS = {
-    "reviewhub": "daphne + reviewhub/serve.py",
-    "daphne": "daphne (plain)",
-    "uvicorn": "uvicorn",
-    "granian": "granian",
-}
+# The ASGI servers a bench can run ReviewHub on (`python -m bench.serve KIND`).
+SERVER_KINDS = ("uvicorn", "daphne", "granian")
+SERVER_LABELS = {"uvicorn": "uvicorn", "daphne": "daphne", "granian": "granian"}
 # What `make run`, the image and the test servers serve with: the kind every bench runs unless it compares them.
-DEPLOYED_SERVER = "reviewhub"
+DEPLOYED_SERVER = "uvicorn"
 # granian admits at most this many connections at once per worker (its default is the backlog): above the 5,000
 # sockets the benches hold, so it refuses none of them.
 GRANIAN_BACKPRESSURE = 65536
@@ -240,7 +234,7 @@ class Server:
     def command(self) -> list[str]:
         app = os.environ.get("BENCH_APP", "reviewhub.asgi:application")
         serve = [sys.executable, "-m", "bench.serve", self.kind]
-        if self.kind in ("reviewhub", "daphne"):
+        if self.kind == "daphne":
             return [*serve, "-e", f"tcp:port={self.port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}", app]
         if self.kind == "uvicorn":
             return [

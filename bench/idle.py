@@ -5,10 +5,9 @@ Three processes side by side, measured over the same window so the machine's loa
 - embedded: the server as `make run` starts it (`run_command`, the production settings, DEBUG on, SQLite in a
   file of the bench's own, migrated and seeded as `make run` does), no DATABASE_URL or REDIS_URL;
 - services: the same command on PostgreSQL and Redis (the bench's database and Redis db);
-- baseline: the plain `daphne` command serving `trivial_app`, an ASGI app that answers 200 and does nothing else.
+- baseline: the same uvicorn command serving `trivial_app`, an ASGI app that answers 200 and does nothing else.
 
-Each is started, asked `/healthz` once (daphne has no lifespan event, so that first request is what starts an
-embedded process's in-process sweeper, as any first request would), left alone SETTLE_SECONDS, then measured over
+Each is started, asked `/healthz` once (as a health check would), left alone SETTLE_SECONDS, then measured over
 IDLE_SECONDS: CPU from /proc/<pid>/stat (utime + stime, its children too) and context switches of all its threads
 (how often something wakes it, a count the machine's load hardly moves).
 """
@@ -38,6 +37,7 @@ from bench.harness import (
     free_port,
     load_average,
 )
+from reviewhub.cli import ASGI_APPLICATION, SERVER_OPTIONS
 
 NAME = "idle"
 TITLE = "Idle server process: CPU with no sockets, no waiters, no requests"
@@ -48,29 +48,14 @@ SQLITE_PATH = Path("/tmp/reviewhub-bench-idle.sqlite3")
 START_SECONDS = 180.0  # a loaded machine imports Django slowly
 
 
-def run_command(port: int) -> list[str]:
+def run_command(port: int, application: str = ASGI_APPLICATION) -> list[str]:
     """What the Makefile's `run` target execs after migrating and seeding."""
-    return [
-        sys.executable,
-        "-m",
-        "reviewhub.serve",
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "reviewhub.asgi:application",
-    ]
+    listen = ["--host", "127.0.0.1", "--port", str(port)]
+    return [sys.executable, "-m", "uvicorn", application, *listen, *SERVER_OPTIONS]
 
 
 def baseline_command(port: int) -> list[str]:
-    return [
-        str(Path(sys.executable).parent / "daphne"),
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "bench.idle:trivial_app",
-    ]
+    return run_command(port, "bench.idle:trivial_app")
 
 
 Scope = MutableMapping[str, Any]
@@ -80,6 +65,11 @@ async def trivial_app(
     scope: Scope, receive: Callable[[], Awaitable[Scope]], send: Callable[[Scope], Awaitable[None]]
 ) -> None:
     """The baseline: 200 to every HTTP request, nothing kept, nothing scheduled."""
+    if scope["type"] == "lifespan":  # uvicorn's startup, then its shutdown: nothing to start or stop
+        for phase in ("startup", "shutdown"):
+            await receive()
+            await send({"type": f"lifespan.{phase}.complete"})
+        return
     if scope["type"] != "http":
         return
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
@@ -241,7 +231,7 @@ def run(ctx: Context) -> Report:
                 f"≤ {CPU_TARGET_PERCENT} %",
                 m["cpu_percent"] <= CPU_TARGET_PERCENT,
                 baseline["cpu_percent"],
-                "plain daphne, trivial app",
+                "plain uvicorn, trivial app",
                 m["cpu_percent"] / baseline["cpu_percent"] if baseline["cpu_percent"] else None,
             ),
             Figure(
@@ -251,7 +241,7 @@ def run(ctx: Context) -> Report:
                 "reported",
                 None,
                 baseline["wakeups_per_second"],
-                "plain daphne, trivial app",
+                "plain uvicorn, trivial app",
                 m["wakeups_per_second"] / baseline["wakeups_per_second"]
                 if baseline["wakeups_per_second"]
                 else None,
@@ -265,7 +255,7 @@ def run(ctx: Context) -> Report:
     report.notes.append(
         f"Three processes side by side, idle over the same {idle_seconds:.0f} s after answering one /healthz each and "
         f"settling {SETTLE_SECONDS:.0f} s: the server as `make run` starts it on SQLite (embedded, the production "
-        "settings with DEBUG on) and on PostgreSQL + Redis (services), and plain daphne serving an ASGI app that "
+        "settings with DEBUG on) and on PostgreSQL + Redis (services), and plain uvicorn serving an ASGI app that "
         f"answers 200 (baseline). CPU from /proc (utime + stime, children included), over {elapsed:.0f} s; context "
         f"switches of all threads. Load average {load_before} → {load_after}."
     )

@@ -1,6 +1,6 @@
 """#1 Intake: `POST /api/v1/requests` at 16 concurrent clients against a plain Django view doing the same insert.
 
-Both run in the same daphne process, alternating in rounds so a neighbour's burst of CPU hits both alike.
+Both run in the same server process, alternating in rounds so a neighbour's burst of CPU hits both alike.
 Per-request cost is the server process's CPU time per request (/proc utime+stime over the round): unlike
 wall-clock throughput, it does not move when another process takes a core away. It is guarded loosely (≤ 3x the bare
 insert: what a create adds, its checks, audit row, rules and notices, is the product), and the throughput reported.
@@ -27,7 +27,7 @@ def run(ctx: Context) -> Report:
     agents = fixtures.create_agents(PREFIX, CLIENTS, queue)
     rounds, seconds = (1, 2.0) if ctx.quick else (3, 5.0)
     try:
-        # A loaded machine (other benchmarks, test runs) can take daphne past the default 30 s to start.
+        # A loaded machine (other benchmarks, test runs) can take the server past the default 30 s to start.
         server = Server().start(timeout=120)
         try:
             api, base = asyncio.run(measure(ctx, server, queue.pk, agents, rounds, seconds))

@@ -1,6 +1,6 @@
 """#R Reach: from a request's arrival to the reviewer being told, per channel, in the shipped deployment shape.
 
-Services deployment as docker-compose.yml ships it: one daphne process and every Celery worker of the compose file,
+Services deployment as docker-compose.yml ships it: one server process and every Celery worker of the compose file,
 each started with its own command (the default queue's prefork worker and the `notices` worker), on PostgreSQL and
 Redis; only `--loglevel` is lowered to warning, as the bench does for its servers. The queue's rules post every
 arrival to a Slack channel and e-mail its member. Slack's Web API is a stand-in HTTP server on loopback answering
@@ -72,7 +72,7 @@ EMBEDDED = {
     "LOG_LEVEL": "WARNING",
 }
 COMPOSE = REPO / "docker-compose.yml"
-# Servers and workers start slowly on a loaded machine (26 s for daphne at load 9).
+# Servers and workers start slowly on a loaded machine (26 s for the server at load 9).
 START_SECONDS = 90.0
 CHROMIUM = "/usr/bin/chromium"
 REQUEST_ID = re.compile(r"/requests/([0-9a-f-]{36})/")
@@ -213,7 +213,7 @@ def run(ctx: Context) -> Report:
         )
         ReachRule.objects.create(queue=queue, channel=Channel.EMAIL, audience="members")
 
-        # The services deployment: daphne and docker-compose's workers.
+        # The services deployment: the server and docker-compose's workers.
         workers = start_workers(env)
         with Server(env=env, start_timeout=START_SECONDS) as server:
             for rate, _ in RATES:
@@ -360,7 +360,7 @@ def run(ctx: Context) -> Report:
     details["browser"] = len(browser)
     report.details = details
     report.notes.append(
-        f"One daphne process and docker-compose.yml's Celery workers ({', '.join(describe_workers())}) on "
+        f"One server process and docker-compose.yml's Celery workers ({', '.join(describe_workers())}) on "
         f"PostgreSQL and Redis; Slack stand-in ({SLACK_SECONDS * 1000:.0f} ms a call) and SMTP server "
         f"({SMTP_SECONDS * 1000:.0f} ms a message) in the load generator's process; everything on the same 2 cores. "
         f"{seconds:.0f} s at each rate; the hung-Slack and embedded runs {hung_seconds:.0f} s each."

@@ -1,6 +1,5 @@
 """Start a server under test with its file-descriptor limit raised: `python -m bench.serve KIND ARGS`, KIND one of
-harness.SERVER_KINDS (`reviewhub`: daphne through reviewhub/serve.py; `daphne`: the plain daphne command line;
-`uvicorn`; `granian`), ARGS that server's own command-line arguments.
+harness.SERVER_KINDS (`uvicorn`, `daphne`, `granian`), ARGS that server's own command-line arguments.
 
 Thousands of idle sockets need thousands of descriptors; the soft limit is raised in-process (setrlimit) so
 the bench works the same whether or not the calling shell ran `ulimit -n`. With BENCH_GC_LOG=1 each full
@@ -44,18 +43,14 @@ def log_full_collections() -> None:
     gc.callbacks.append(callback)
 
 
-def log_slow_connection_walks(kind: str) -> None:
-    """daphne walks all of its connections every second (`application_checker`) and, plain, every two seconds
-    (`timeout_checker`, which also sends the pings due); reviewhub/serve.py runs the latter over a tenth of them
-    every 0.2 s: each walk that held the event loop 5 ms or more."""
+def log_slow_connection_walks() -> None:
+    """daphne walks all of its connections every second (`application_checker`) and every two seconds
+    (`timeout_checker`, which also sends the pings due): each walk that held the event loop 5 ms or more."""
     # Imported here: importing daphne installs Twisted's reactor, and the load generator imports this module too.
     from daphne.server import Server
 
-    from reviewhub.serve import SpreadServer
-
-    server_class = SpreadServer if kind == "reviewhub" else Server
     for name in ("application_checker", "timeout_checker"):
-        walk = getattr(server_class, name)
+        walk = getattr(Server, name)
 
         def timed(self: Any, walk: Any = walk, name: str = name) -> None:
             began = time.perf_counter()
@@ -69,7 +64,7 @@ def log_slow_connection_walks(kind: str) -> None:
                     flush=True,
                 )
 
-        setattr(server_class, name, timed)
+        setattr(Server, name, timed)
 
 
 def main() -> None:
@@ -77,14 +72,10 @@ def main() -> None:
     raise_fd_limit()
     if os.environ.get("BENCH_GC_LOG") in ("1", "types"):
         log_full_collections()
-        if server in ("reviewhub", "daphne"):
-            log_slow_connection_walks(server)
+        if server == "daphne":
+            log_slow_connection_walks()
     sys.argv = [server, *args]
-    if server == "reviewhub":  # as deployed: daphne through reviewhub/serve.py
-        from reviewhub.serve import ReviewHubCommandLine
-
-        ReviewHubCommandLine.entrypoint()
-    elif server == "daphne":  # the `daphne` command as installed
+    if server == "daphne":  # the `daphne` command as installed
         from daphne.cli import CommandLineInterface
 
         CommandLineInterface.entrypoint()
@@ -97,7 +88,7 @@ def main() -> None:
 
         entrypoint()  # type: ignore[no-untyped-call]
     else:
-        raise SystemExit(f"unknown server {server!r}: reviewhub, daphne, uvicorn or granian")
+        raise SystemExit(f"unknown server {server!r}: uvicorn, daphne or granian")
 
 
 if __name__ == "__main__":

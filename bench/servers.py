@@ -1,10 +1,9 @@
 """#15 Which ASGI server: the push, reconnect-storm and idle-socket measurements on each server, side by side.
 
-`python -m bench servers [--servers reviewhub,daphne,uvicorn,granian] [--rounds 2] [--parts sockets,push,storm]`
+`python -m bench servers [--servers uvicorn,daphne,granian] [--rounds 2] [--parts sockets,push,storm]`
 
-The same code, settings and load on every server of harness.SERVER_KINDS: `reviewhub` is daphne through
-reviewhub/serve.py (its sliced timeout walk and paced admission of new connections), `daphne` the plain daphne
-command line, then uvicorn and granian. Each part runs its servers in turn, round after round (A, B, C, A, B, C), so
+The same code, settings and load on every server of harness.SERVER_KINDS: uvicorn (as deployed), the daphne
+command line, and granian. Each part runs its servers in turn, round after round (A, B, C, A, B, C), so
 the load of whatever else shares the machine falls on all of them alike:
 
 - push (#3's target rows): 5,000 idle agent sockets on one process of the server, answers committed at 100/s

@@ -1,6 +1,7 @@
-"""#4 Waiting agents per process: 5,000 idle agent WebSockets on one ASGI process, the deployed server beside uvicorn.
+"""#4 Waiting agents per process: 5,000 idle agent WebSockets on one process of the deployed server (the servers
+compared: #15, bench/servers.py).
 
-Each server in turn: 5,000 agents each open `/ws/agent/` (Authorization: Bearer) and wait for `hello`; then
+5,000 agents each open `/ws/agent/` (Authorization: Bearer) and wait for `hello`; then
 the sockets sit idle for a while (the consumer's periodic recheck runs) and must all still be open. Resident
 memory growth per socket = (RSS after - RSS before) / sockets, from /proc. The server's CPU while idle is
 reported too: 5,000 idle sockets should cost little. Descriptor limits are raised in both processes.
@@ -35,7 +36,6 @@ PREFIX = "bench-sockets"
 SOCKETS = 5000
 IDLE_SECONDS = 12.0
 KIB_TARGET = 100
-SERVERS = (DEPLOYED_SERVER, "uvicorn")
 
 
 def run(ctx: Context) -> Report:
@@ -43,45 +43,22 @@ def run(ctx: Context) -> Report:
     raise_fd_limit()
     count = 500 if ctx.quick else SOCKETS
     fixtures.purge(PREFIX)
-    results: dict[str, dict[str, Any]] = {}
     try:
         queue = fixtures.create_queue(PREFIX)
         ctx.progress.start(f"creating {count:,} agents")
         agents = fixtures.create_agents(PREFIX, count, queue)
-        for kind in SERVERS:
-            with Server(kind) as server:
-                results[kind] = asyncio.run(measure(ctx, server, agents, idle_seconds(ctx)))
+        with Server(DEPLOYED_SERVER) as server:
+            result = asyncio.run(measure(ctx, server, agents, idle_seconds(ctx)))
     finally:
         fixtures.purge(PREFIX)
 
-    for kind in SERVERS:
-        r = results[kind]
-        report.add(*socket_figures(SERVER_LABELS[kind], r, count))
-    deployed, uvicorn = results[DEPLOYED_SERVER], results["uvicorn"]
-    memory_gain = deployed["kib_per_socket"] / max(uvicorn["kib_per_socket"], 0.1)
-    rate_gain = uvicorn["handshakes_per_s"] / max(deployed["handshakes_per_s"], 0.1)
-    cpu_gain = deployed["server_cpu_ms_per_handshake"] / max(uvicorn["server_cpu_ms_per_handshake"], 0.01)
-    idle_gain = deployed["idle_cpu_percent"] / max(uvicorn["idle_cpu_percent"], 0.1)
-    versus = f"uvicorn vs {SERVER_LABELS[DEPLOYED_SERVER]}"
-    report.add(
-        Figure(
-            f"{versus}: memory per socket (deployed ÷ uvicorn)", memory_gain, "x", "switch if ≥ 1.5x", None
-        ),
-        Figure(f"{versus}: handshake rate (uvicorn ÷ deployed)", rate_gain, "x", "switch if ≥ 1.5x", None),
-        Figure(f"{versus}: CPU per handshake (deployed ÷ uvicorn)", cpu_gain, "x", "switch if ≥ 1.5x", None),
-    )
-    report.details = {
-        **results,
-        "memory_gain": memory_gain,
-        "rate_gain": rate_gain,
-        "cpu_gain": cpu_gain,
-        "idle_cpu_gain": idle_gain,
-    }
+    report.add(*socket_figures(SERVER_LABELS[DEPLOYED_SERVER], result, count))
+    report.details = result
     report.notes.append(
         f"{count:,} agents, one socket each, opened 64 at a time from one asyncio client process; idle for "
         f"{idle_seconds(ctx):.0f} s (1.5 recheck intervals) before counting open sockets and reading RSS. "
         "RSS before = after a warm-up of 50 sockets opened and closed. uvicorn runs with its defaults and what "
-        f"the environment has ({uvicorn_stack()}). Handshake rates depend on how busy the machine was for each server "
+        f"the environment has ({uvicorn_stack()}). The handshake rate depends on how busy the machine was "
         "(details: load_average_opening); server CPU per handshake does not."
     )
     return report

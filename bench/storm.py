@@ -1,6 +1,6 @@
-"""#6 Reconnect storm: one of two daphne processes holding 5,000 agent sockets is killed (-9); its agents come back.
+"""#6 Reconnect storm: one of two server processes holding 5,000 agent sockets is killed (-9); its agents come back.
 
-Two daphne processes sit behind one loopback port: a small TCP proxy (`python -m bench.storm proxy ...`, a process
+Two server processes sit behind one loopback port: a small TCP proxy (`python -m bench.storm proxy ...`, a process
 of its own) hands each new connection to the next process in turn, skipping one that refuses, and cuts the
 client's side when its process dies (the client then sees 1006, as behind a real load balancer). Every agent runs
 the client library's own socket (`reviewhub_client.client.AgentSocket`: hello, `resume` from its cursor,

@@ -1,6 +1,6 @@
-"""#5 Idle waiters at scale: 20,000 waiting agents on one daphne process cost the database what 1,000 do.
+"""#5 Idle waiters at scale: 20,000 waiting agents on one server process cost the database what 1,000 do.
 
-One daphne process; half the waiters are agent WebSockets (`/ws/agent/`, hello, `resume`, `subscribe` to the
+One server process; half the waiters are agent WebSockets (`/ws/agent/`, hello, `resume`, `subscribe` to the
 agent's own pending request), half are long-polls (`GET /api/v1/requests/<id>?wait=60` on another pending
 request of the same agent, re-issued on the same keep-alive connection as each returns). Nothing is answered:
 the figures are what waiting costs. First 1,000 waiters (the baseline), then 20,000, on the same process.
@@ -130,7 +130,7 @@ def run(ctx: Context) -> Report:
             f"(hard limit), so one server process held {big:,} waiters plus its own connections."
         )
     report.notes.append(
-        f"One daphne process; {big:,} waiters = {big // 2:,} agents, each with one WebSocket subscribed to a "
+        f"One server process; {big:,} waiters = {big // 2:,} agents, each with one WebSocket subscribed to a "
         f"pending request and one long-poll (`?wait={LONG_POLL_SECONDS}`, re-issued as it returns) on another; "
         f"baseline {small:,} waiters on the same process first. Idle window {idle:.0f} s after a {SETTLE_SECONDS:.0f} s settle. "
         "Database cost = transactions committed or rolled back in the bench database (pg_stat_database, read "
@@ -189,8 +189,7 @@ async def measure(
     rss_before = rss_kib(server.pid)
 
     async def open_socket(agent: fixtures.Credential, request_id: str) -> None:
-        # As an agent would: a handshake the server dropped (daphne gives up on one not accepted within its
-        # connect timeout) is retried with the client library's backoff; what still fails is counted.
+        # As an agent would: a handshake that failed (refused with 4013, or timed out) is retried with the client library's backoff; what still fails is counted.
         async with gate:
             for attempt in range(HANDSHAKE_ATTEMPTS):
                 try:
@@ -219,7 +218,7 @@ async def measure(
     opening_started = time.monotonic()
     polls_opened = 0
     # Sockets first, then the long-polls: both at once queued thousands of long-polls' key checks on the server's
-    # few database threads ahead of the handshakes, which daphne then refused after its 5 s connect timeout.
+    # few database threads ahead of the handshakes (on daphne, then refused after its 5 s connect timeout).
     with contextlib.suppress(
         TimeoutError
     ):  # bounded: a server that stops accepting ends the run with what opened

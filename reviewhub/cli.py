@@ -2,7 +2,7 @@
 do, for a ReviewHub installed with pip, where there is no checkout, Makefile or manage.py.
 
     reviewhub demo [--host H] [--port P]       migrate, seed the demo, print doctor's warnings, serve (as `make run`)
-    reviewhub serve [--host H] [--port P] [daphne options]
+    reviewhub serve [--host H] [--port P] [uvicorn options]
     reviewhub migrate [migrate options]
     reviewhub createuser NAME [--superuser] [options]    a reviewer (create_reviewer) or an admin (createsuperuser)
     reviewhub worker | beat [celery options]             Celery, for the services deployment (REDIS_URL)
@@ -24,9 +24,10 @@ from django.core.management import execute_from_command_line
 DEFAULT_DATA_DIR = Path("reviewhub-data")
 SQLITE_FILE = "reviewhub.sqlite3"
 DEMO_CREDENTIALS_FILE = "demo-credentials.json"
-# As docker-compose's web command: daphne's -b/-p listen with a backlog of 50, which the reconnects after a process
-# dies overflow, and the kernel drops them unseen (README, "Running with PostgreSQL and Redis").
-LISTEN_BACKLOG = 4096
+# uvicorn's options wherever ReviewHub is served (`make run`, the image, docker-compose, the tests' servers): a listen
+# backlog the handshakes of a reconnect storm wait in rather than being dropped unseen, and a bounded stop, after
+# which open long-polls are cut and their clients retry (docs/operations.md, "The web server").
+SERVER_OPTIONS = ["--backlog", "4096", "--timeout-graceful-shutdown", "10"]
 ASGI_APPLICATION = "reviewhub.asgi:application"
 
 
@@ -40,12 +41,6 @@ def public_url_for(host: str, port: int) -> str:
     elif ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
-
-
-def listen_endpoint(host: str, port: int) -> str:
-    """A Twisted endpoint description, as daphne builds one from -b/-p, plus the listen backlog."""
-    interface = host.strip("[]").replace(":", r"\:")
-    return f"tcp:port={port}:interface={interface}:backlog={LISTEN_BACKLOG}"
 
 
 def keep_data_in(data_dir: Path) -> None:
@@ -70,8 +65,9 @@ def exec_module(module: str, arguments: list[str]) -> NoReturn:
     os.execv(sys.executable, [sys.executable, "-P", "-m", module, *arguments])  # noqa: S606 - this interpreter
 
 
-def serve(host: str, port: int, daphne_options: list[str]) -> NoReturn:
-    exec_module("reviewhub.serve", ["-e", listen_endpoint(host, port), *daphne_options, ASGI_APPLICATION])
+def serve(host: str, port: int, uvicorn_options: list[str]) -> NoReturn:
+    listen = ["--host", host.strip("[]"), "--port", str(port)]
+    exec_module("uvicorn", [ASGI_APPLICATION, *listen, *SERVER_OPTIONS, *uvicorn_options])
 
 
 def run_demo(arguments: argparse.Namespace) -> NoReturn:
@@ -130,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add(
         name: str, summary: str, parents: list[argparse.ArgumentParser], passes_options: bool
     ) -> argparse.ArgumentParser:
-        # Options a command does not know are passed on (to daphne, Celery, Django) only by the commands that say so.
+        # Options a command does not know are passed on (to uvicorn, Celery, Django) only by the commands that say so.
         sub = commands.add_parser(
             name, help=summary, description=summary, parents=parents, allow_abbrev=False
         )
@@ -145,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "serve",
-        "Serve ReviewHub with daphne (`python -m reviewhub.serve`); further options go to daphne.",
+        "Serve ReviewHub with uvicorn (`python -m uvicorn`); further options go to uvicorn.",
         [common, listening],
         passes_options=True,
     )

@@ -45,7 +45,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 PUBLIC_URL = env_str("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
 INSTALLED_APPS = [
-    "daphne",
+    "daphne",  # `manage.py runserver` serves ASGI (sockets too) with it; deployments serve with uvicorn
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -1,6 +1,7 @@
 """The deployment description parses and names only commands that exist in the project."""
 
 import importlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -10,6 +11,8 @@ from urllib.parse import urlsplit
 import yaml
 from django.core.management import get_commands
 from django.http.request import validate_host
+
+from reviewhub.cli import ASGI_APPLICATION, SERVER_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,10 +81,8 @@ def test_every_command_compose_runs_exists() -> None:
         program = command[0]
         if program == "python" and command[1] == "manage.py":
             assert command[2] in get_commands(), command
-        elif program == "python":  # the web server: daphne through reviewhub/serve.py
-            assert command[1:3] == ["-m", "reviewhub.serve"], command
-            module, _, attribute = command[-1].partition(":")
-            assert hasattr(importlib.import_module(module), attribute), command
+        elif program == "python":  # the web server
+            assert command == server_command("0.0.0.0", 8000), command
         elif program == "celery":
             app = importlib.import_module(command[2]).celery_app
             assert command[3] in ("worker", "beat")
@@ -90,6 +91,23 @@ def test_every_command_compose_runs_exists() -> None:
             }
         else:
             raise AssertionError(f"unexpected program {program} in {name}")
+
+
+def server_command(host: str, port: int) -> list[str]:
+    """uvicorn on reviewhub/cli.py's application and options: what `reviewhub serve` runs."""
+    module, _, attribute = ASGI_APPLICATION.partition(":")
+    assert hasattr(importlib.import_module(module), attribute)
+    listen = ["--host", host, "--port", str(port)]
+    return ["python", "-m", "uvicorn", ASGI_APPLICATION, *listen, *SERVER_OPTIONS]
+
+
+def test_the_image_make_run_and_compose_serve_with_the_same_options() -> None:
+    image_command = re.search(r"^CMD (.+)$", (ROOT / "Dockerfile").read_text(), re.M)
+    assert image_command is not None
+    assert json.loads(image_command.group(1)) == server_command("0.0.0.0", 8000)
+    make_options = re.search(r"^SERVER_OPTIONS = (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert make_options is not None and make_options.group(1).split() == SERVER_OPTIONS
+    assert "$(SERVER_OPTIONS)" in (ROOT / "Makefile").read_text()
 
 
 def test_the_image_copies_what_the_project_needs() -> None:
@@ -135,7 +153,7 @@ def test_the_web_healthcheck_asks_for_a_host_allowed_hosts_allows() -> None:
     request goes to the container's own port), and by default PUBLIC_URL's host is allowed."""
     web = compose()["services"]["web"]
     [check] = [part for part in web["healthcheck"]["test"] if "urlopen" in part]
-    assert "'http://127.0.0.1:8000/healthz'" in check and "tcp:port=8000:" in " ".join(web["command"])
+    assert "'http://127.0.0.1:8000/healthz'" in check and web["command"] == server_command("0.0.0.0", 8000)
     assert "'Host': p.urlsplit(os.environ['PUBLIC_URL']).netloc" in check
     for env in ({}, {"PORT": "8123"}):
         environment = web_environment({**SECRETS, **env})

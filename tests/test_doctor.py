@@ -2,7 +2,7 @@
 """`manage.py doctor`: a good configuration passes (exit 0); each broken one fails, naming the setting and the fix.
 
 Live dependencies are real servers on loopback: aiosmtpd for SMTP and the stand-in for Slack's Web API from the
-reach tests (the real slack_sdk client calls its auth.test), a daphne process for ReviewHub itself."""
+reach tests (the real slack_sdk client calls its auth.test), a uvicorn process for ReviewHub itself."""
 
 import os
 import subprocess

@@ -149,7 +149,7 @@ class ServingCommand:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        # `reviewhub demo` and `serve` exec the server, so this pid is daphne's: SIGTERM is its graceful stop.
+        # `reviewhub demo` and `serve` exec the server, so this pid is uvicorn's: SIGTERM is its graceful stop.
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:

@@ -136,7 +136,7 @@ def test_bad_gc_thresholds_stop_startup(raw: str) -> None:
 
 
 def test_a_server_process_freezes_what_it_loaded_and_collects_young_objects_less_often() -> None:
-    """Importing the ASGI application (what daphne does) tunes the collector: gc_tuning.py says why."""
+    """Importing the ASGI application (what uvicorn does) tunes the collector: gc_tuning.py says why."""
     code = (
         "import gc; from reviewhub.settings import GC_THRESHOLDS; before = gc.get_freeze_count(); "
         "import reviewhub.asgi; print(before, gc.get_freeze_count(), gc.get_threshold() == GC_THRESHOLDS)"

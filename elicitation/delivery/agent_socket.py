@@ -30,7 +30,7 @@ MAX_SUBSCRIBE_IDS = 500
 REPLAY_BATCH = 1000
 CLOSE_UNAUTHORIZED = 4401
 LOOP_LAG_PROBE_SECONDS = 0.1
-LOOP_LAG_LIMIT_SECONDS = 1.0  # well under daphne's 5 s handshake timeout
+LOOP_LAG_LIMIT_SECONDS = 1.0  # well under a client's open timeout (websockets' default: 10 s)
 # Layer subscribes waiting for a turn (socket_base.change_membership) past which handshakes are refused: a new
 # agent's shard, if not joined yet, is joined there before its hello. Room for a busy layer (256 refused most of a
 # storm of 2,500 when each agent had a group of its own: p99 64 s against 31 s).
@@ -103,13 +103,13 @@ class HandshakeGate:
     """The handshakes of one process (event loop): at most AGENT_SOCKET_HANDSHAKE_QUEUE between accept and hello, and
     at most AGENT_SOCKET_HANDSHAKE_CONCURRENCY spending a ticket at once.
 
-    After a process dies its thousands of agents reconnect here at once. Each is accepted first (so the ASGI
-    server's connect timeout, daphne's 5 s, cannot refuse it after its database work was done); its key and its
+    After a process dies its thousands of agents reconnect here at once. Each is accepted first (so a client's open
+    timeout cannot expire after its database work was done); its key and its
     head cursor are read together with every other handshake's (the waiter hub's spaced reads), so a storm costs a
     few queries, not two per agent queued behind each other. A handshake is instead closed at once with 4013 (try
     again later), before any work, when the queue is full, when the layer's subscribes queue up, or when the event
     loop runs more than LOOP_LAG_LIMIT_SECONDS late: the server's own handshake work (HTTP, WebSocket upgrade) then
-    queues on the loop ahead of this code, and handshakes that wait there past daphne's 5 s handshake timeout are
+    queues on the loop ahead of this code, and handshakes that wait there past their client's open timeout are
     dropped with nothing to show for the work. The refused clients back off (each refusal in a row doubles their
     spread window), so the arrivals fall to what the process can greet."""
 
@@ -210,8 +210,8 @@ class AgentWaitConsumer(HardenedJsonConsumer):
 
     async def connect(self) -> None:
         gate = handshake_gate()
-        # Accepted before any waiting: the ASGI server's connect timeout (daphne: 5 s) then cannot expire while the
-        # handshake queues, and the client simply waits for its hello. A refusal is a close code, never a bare 403.
+        # Accepted before any waiting: the client's open timeout then cannot expire while the handshake queues, and
+        # the client simply waits for its hello. A refusal is a close code, never a bare 403.
         await self.accept()
         if gate.full:
             await self.close(code=CLOSE_TRY_AGAIN_LATER)

@@ -12,6 +12,7 @@ interval for all of them, on a few shared threads.
 
 import asyncio
 import hashlib
+import json
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -142,6 +143,17 @@ def trusting_as_django_answers(send: Send, caller: Caller) -> Send:
     return noting
 
 
+STOPPING_BODY = json.dumps(
+    {"code": "unavailable", "detail": "This server is restarting; poll again."}
+).encode()
+
+
+async def answer_stopping(send: Send) -> None:
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": STOPPING_BODY})
+
+
 class LongPollMiddleware:
     """Wraps Django's ASGI app. For `GET /api/v1/requests/<id>?wait=N` and `GET /api/v1/events?wait=N` by a
     valid agent key, waits here, then passes the request on without `wait`: Django authenticates it again, counts
@@ -186,7 +198,13 @@ class LongPollMiddleware:
                     await self.app(scope, receive, send)  # Django answers the bad cursor with 400
                     return
                 waiting = wait_for_feed(caller.agent_id, cursor, seconds)
-            receive, disconnected = await self.wait_unless_disconnected(waiting, receive)
+            try:
+                receive, disconnected = await self.wait_unless_disconnected(waiting, receive)
+            except asyncio.CancelledError:
+                # The server is stopping and its graceful-stop bound cut the wait: the agent is told to poll again
+                # (clients retry a 503 after Retry-After, reaching another process) instead of the server's 500.
+                await answer_stopping(send)
+                return
             if disconnected:
                 return  # the agent gave up: nobody to answer
             stripped = urlencode([(key, value) for key, value in query if key != "wait"])

@@ -15,13 +15,9 @@ Sending. A client that stops reading must not grow the server's memory without b
 goes into its `SendBuffer` (at most SOCKET_SEND_BUFFER_FRAMES frames and SOCKET_SEND_BUFFER_BYTES bytes of JSON
 text; one frame always fits, however large) and one writer task hands them to the server in order. What is bounded
 where:
-- uvicorn's `send` awaits until its transport is below its high-water mark (64 KiB), so a peer that does not read
-  stops the writer and the buffer fills: beyond the bound the socket is given up on (below).
-- daphne's `send` returns at once and Twisted keeps the bytes in its transport's write buffer, unbounded. daphne
-  hands the app `partial(handle_reply, protocol)`; `twisted_transport` finds the protocol's transport there, and
-  the writer waits while Twisted has its producer paused (more than bufferSize, 64 KiB, unsent; TwistedWriteWatch).
-  Where that is not found (another server, daphne behind its own TLS wrapper) only this buffer is bounded and the
-  server's own buffering is whatever that server does.
+- uvicorn's `send` awaits while its transport is above its high-water mark (64 KiB), so a peer that does not read
+  stops the writer and the buffer fills: beyond the bound the socket is given up on (below). Under a server whose
+  `send` returns at once (daphne, `runserver`'s) only this buffer is bounded; that server's own buffering is its own.
 - A socket given up on has its buffered frames dropped and is closed with CLOSE_TOO_SLOW (4008, "too slow: resume
   from your cursor"); a peer that does not take even the close frame within CLOSE_GRACE_SECONDS is dropped (its
   client sees 1006). Either way the client reconnects and resumes from the last cursor it received: every frame it
@@ -55,8 +51,9 @@ T = TypeVar("T")
 FRAME_ERROR_CODES = {"surrogate": "invalid_text", "too_deep": "too_deep", "malformed": "invalid_json"}
 PROBE_GROUP = "reviewhub.layer-probe"
 CLOSE_TOO_SLOW = 4008
-# Autobahn (daphne) sends only 1000 and 3000-4999 and turns any other close code into 1011, so RFC 6455's 1012
-# (service restart) and 1013 (try again later) go out as their twins in the application range.
+# RFC 6455's 1012 (service restart) and 1013 (try again later) as their twins in the application range, the API's
+# codes since autobahn (daphne, `runserver`'s server) turns any code but 1000 and 3000-4999 into 1011; clients
+# treat 1012 and 1013 alike.
 CLOSE_SERVICE_RESTART = 4012
 CLOSE_TRY_AGAIN_LATER = 4013
 CLOSE_GRACE_SECONDS = 2.0
@@ -280,46 +277,6 @@ def frame_size(message: dict[str, Any]) -> int:
     return len(message.get("text") or message.get("bytes") or b"")
 
 
-def twisted_transport(send: Any) -> Any | None:
-    """The Twisted transport of daphne's WebSocket protocol behind `send`, if that is what serves this socket."""
-    if isinstance(send, functools.partial) and send.args:
-        transport = getattr(send.args[0], "transport", None)
-        if transport is not None and hasattr(transport, "producerPaused"):
-            return transport
-    return None
-
-
-class TwistedWriteWatch:
-    """Waits while daphne's Twisted transport holds more than its bufferSize (64 KiB) unsent.
-
-    Twisted pauses the transport's streaming producer at that point and sets `producerPaused` until the buffer has
-    drained. Under daphne that producer is the HTTP channel the socket was upgraded from, which stays registered
-    (and, paused, also stops reading from the client); a transport with none gets a do-nothing producer here, so
-    that Twisted keeps the flag. The writer polls the flag only while it is set, i.e. only for a slow reader."""
-
-    POLL_SECONDS = 0.05
-
-    def __init__(self, transport: Any) -> None:
-        self.transport = transport
-        if getattr(transport, "producer", None) is None:
-            with contextlib.suppress(Exception):
-                transport.registerProducer(self, True)
-
-    async def writable(self) -> None:
-        while self.transport.producerPaused and not getattr(self.transport, "disconnected", False):
-            await asyncio.sleep(self.POLL_SECONDS)
-
-    # Twisted's IPushProducer, for a transport that had no producer: the flag is all that is needed.
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
-
-
 class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """AsyncJsonWebsocketConsumer with untrusted-frame handling and a channel layer allowed to fail."""
 
@@ -341,10 +298,6 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.send_buffer = SendBuffer(settings.SOCKET_SEND_BUFFER_FRAMES, settings.SOCKET_SEND_BUFFER_BYTES)
         self.base_send = self.buffer_frame
         self.writer: asyncio.Task[None] | None = None
-        self.write_watch: TwistedWriteWatch | None = None
-        transport = twisted_transport(send)
-        if transport is not None:
-            self.write_watch = TwistedWriteWatch(transport)
         self.background: set[asyncio.Task[Any]] = set()
         self.given_up = False  # too slow: closed with CLOSE_TOO_SLOW
         self.peer_gone = False  # the server refused a send: the disconnect is on its way through `receive`
@@ -433,8 +386,6 @@ class HardenedJsonConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 self.peer_gone = True
                 self.send_buffer.discard()
                 return
-            if self.write_watch is not None:
-                await self.write_watch.writable()
 
     def give_up_too_slow(self) -> None:
         if self.given_up:

@@ -12,7 +12,7 @@ mounts it in front of Django; the rest lives beside it:
 
 Why the session manager is started here: the SDK's `StreamableHTTPSessionManager.run()` must be running (it owns
 the task group requests are served in) before the first request. Starlette would start it from the ASGI lifespan,
-but daphne sends no lifespan events and `with_periodic_sweeps` answers them for uvicorn, so `MCPEndpoint` starts
+but `with_periodic_sweeps` answers those, and daphne (`runserver`'s server) sends none, so `MCPEndpoint` starts
 it on the first `/mcp` request, on the server's own event loop, and keeps it for the process's life. Stateless
 HTTP: no MCP session lives in one process, so several ASGI processes behind a load balancer all serve `/mcp/`.
 """

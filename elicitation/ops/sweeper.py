@@ -7,10 +7,10 @@ beat would: the most frequent every SWEEP_INTERVAL_SECONDS, the others in their 
 tasks every 15 s at the default 5-s interval, every 3 s at 1 s). Running all of them every interval made an idle
 embedded process spend ~0.7 % of a core on sweeps (bench/findings.md, "idle server process").
 
-Why an asyncio task, started by the ASGI app on its first event:
-- daphne (`make run`) implements no ASGI lifespan, so there is no startup hook; uvicorn does send lifespan
-  startup, and `with_periodic_sweeps` answers it (Channels' router would reject it) and starts the sweep there.
-  Under daphne the first connection of any kind starts it: a page, an API call, a socket, or `/healthz`.
+Why an asyncio task, started by the ASGI app at lifespan startup or on its first event:
+- uvicorn (`make run`, the image) sends lifespan startup; `with_periodic_sweeps` answers it (Channels' router would
+  reject it) and starts the sweep there. daphne (`manage.py runserver`'s server) sends no lifespan events, so
+  there the first connection of any kind starts it: a page, an API call, a socket, or `/healthz`.
 - It must run on the server's event loop, not in a thread of its own: the sweeps push to the channel layer, and
   the embedded in-memory layer is only safe to use from that loop. The sweep functions are synchronous ORM code,
   run through `sync_to_async`, whose worker thread hands those pushes back to the loop.

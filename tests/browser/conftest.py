@@ -1,4 +1,4 @@
-"""Browser tests: a live ASGI server (daphne, in a subprocess) on the test database, and headless Chromium.
+"""Browser tests: a live ASGI server (uvicorn, in a subprocess) on the test database, and headless Chromium.
 
 The server is its own process with its own in-memory channel layer, so live pushes only happen for changes
 made *through the server*: drive agent and reviewer actions over HTTP (`agent_api`, `reviewer_api`), never by

@@ -1,4 +1,4 @@
-"""Client tests run the real client against a real server: a daphne subprocess on loopback, on the test DB."""
+"""Client tests run the real client against a real server: a uvicorn subprocess on loopback, on the test DB."""
 
 import threading
 import time

@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import psycopg
 from django.db import connection
+
+from reviewhub.cli import ASGI_APPLICATION, SERVER_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -43,8 +46,8 @@ READY_BOUND_SECONDS = 600.0
 
 
 class LiveServer:
-    """The one way tests start ReviewHub: `reviewhub.serve` (what `make run`, the image and CI serve with) in a
-    subprocess on a free loopback port, on this run's test database, with extra command-line `args` if given.
+    """The one way tests start ReviewHub: uvicorn with reviewhub/cli.py's SERVER_OPTIONS (what `make run`, the image
+    and docker-compose serve with) in a subprocess on a free loopback port, on this run's test database, with extra command-line `args` if given.
     `start()` waits until it answers HTTP (or exits: then it raises with the log); `stop()` always reaps it. With
     `own_session` the server leads a process group of its own, so `kill()` takes any children with it."""
 
@@ -56,6 +59,7 @@ class LiveServer:
         own_session: bool = False,
     ) -> None:
         self.port = port or free_port()
+        self.session_name = f"reviewhub-live-{self.port}"
         self.args = args or []
         self.own_session = own_session
         self.env = {
@@ -64,6 +68,7 @@ class LiveServer:
             "PYTHONUNBUFFERED": "1",
             "PERIODIC_SWEEPS_IN_PROCESS": "false",
             "LOG_LEVEL": "WARNING",
+            "PGAPPNAME": self.session_name,  # libpq names the server's PostgreSQL sessions (see `stop`)
             **test_database_env(),
             **(env or {}),
         }
@@ -93,8 +98,8 @@ class LiveServer:
 
     def launch(self) -> "LiveServer":
         """Spawn the process without waiting: start several, then wait for each (startup is slow under load)."""
-        command = [sys.executable, "-m", "reviewhub.serve", "-b", "127.0.0.1", "-p", str(self.port)]
-        command += [*self.args, "reviewhub.asgi:application"]
+        listen = ["--host", "127.0.0.1", "--port", str(self.port)]
+        command = [sys.executable, "-m", "uvicorn", ASGI_APPLICATION, *listen, *SERVER_OPTIONS, *self.args]
         with self.log.open("ab") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen(
                 command,
@@ -144,6 +149,29 @@ class LiveServer:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.kill()
+        self.wait_sessions_ended()
+
+    def wait_sessions_ended(self) -> None:
+        """Until PostgreSQL has ended the stopped server's sessions. uvicorn ends by raising SIGTERM again, so its
+        connections close with the process, unannounced, and their backends end a moment later: dropping the test
+        database in that moment fails ("being accessed by other users")."""
+        if connection.vendor != "postgresql":
+            return
+        db = connection.settings_dict
+        where = {
+            "host": db["HOST"] or "127.0.0.1",
+            "port": db["PORT"] or 5432,
+            "user": db["USER"],
+            "dbname": "postgres",
+        }
+        give_up = time.monotonic() + READY_BOUND_SECONDS  # a safety net, as for the start
+        with psycopg.connect(**where, password=db.get("PASSWORD") or None, autocommit=True) as watcher:
+            while time.monotonic() < give_up:
+                query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                row = watcher.execute(query, [self.session_name]).fetchone()
+                if not row or not row[0]:
+                    return
+                time.sleep(0.05)
 
     def logs(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]

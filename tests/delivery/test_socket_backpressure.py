@@ -1,13 +1,11 @@
 """A slow agent socket: its send buffer stays at its bound, it is closed with 4008, and a new socket that resumes
 from the last cursor the slow one delivered gets every later event exactly once.
 
-The harness plays the ASGI server. `UvicornLikeSend` awaits like uvicorn's `send` (it blocks once the peer stops
-reading); `DaphneLikeSend` returns at once like daphne's and buffers in a fake Twisted transport that pauses its
-producer beyond bufferSize, as Twisted does.
+The harness plays the ASGI server: `UvicornLikeSend` awaits like uvicorn's `send` (it blocks once the peer stops
+reading).
 """
 
 import asyncio
-import functools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -44,54 +42,6 @@ class UvicornLikeSend:
                 await self.never.wait()
             self.readable -= 1
         self.delivered.append(message)
-
-
-class FakeHttpChannel:
-    """The HTTP channel daphne upgraded the socket from: it stays the transport's producer, as in daphne."""
-
-    paused = False
-
-    def pauseProducing(self) -> None:  # Twisted's names
-        self.paused = True
-
-    def resumeProducing(self) -> None:
-        self.paused = False
-
-
-class FakeTwistedTransport:
-    """Twisted's FileDescriptor in miniature: writes never block; past bufferSize the producer is paused and
-    `producerPaused` set (the peer never reads, so it is never resumed)."""
-
-    bufferSize = 2**16
-
-    def __init__(self) -> None:
-        self.unsent = 0
-        self.producer: Any = FakeHttpChannel()
-        self.producerPaused = False
-        self.disconnected = False
-
-    def registerProducer(self, producer: Any, streaming: bool) -> None:
-        if self.producer is not None:
-            raise RuntimeError("Cannot register producer: one was never unregistered")
-        self.producer = producer
-
-    def write(self, data: bytes) -> None:
-        self.unsent += len(data)
-        if self.unsent > self.bufferSize and not self.producerPaused:
-            self.producerPaused = True
-            self.producer.pauseProducing()
-
-
-class FakeDaphneProtocol:
-    def __init__(self) -> None:
-        self.transport = FakeTwistedTransport()
-        self.messages: list[dict[str, Any]] = []
-
-
-class FakeDaphneServer:
-    async def handle_reply(self, protocol: FakeDaphneProtocol, message: dict[str, Any]) -> None:
-        protocol.messages.append(message)
-        protocol.transport.write((message.get("text") or "").encode())
 
 
 def socket_scope(key: str) -> dict[str, Any]:
@@ -197,34 +147,6 @@ async def test_a_socket_whose_client_stops_reading_is_closed_with_4008_at_its_bo
     delivered = cursors(send.delivered)
     assert delivered == [1, 2, 3]
     assert await resume_elsewhere(open_socket, key, after=delivered[-1]) == list(range(4, ANSWERS + 1))
-
-
-async def test_under_a_daphne_like_server_the_transport_pause_holds_the_bound_too(
-    agent_with_key: tuple[Agent, str],
-    make_request: Callable[..., ElicitationRequest],
-    answer: Answer,
-    open_socket: Callable[..., Awaitable[Socket]],
-) -> None:
-    _, key = agent_with_key
-    requests = [await database_sync_to_async(make_request)() for _ in range(ANSWERS)]
-    protocol = FakeDaphneProtocol()
-    protocol.transport.bufferSize = 600  # a few frames fill "Twisted's" buffer, as 64 KiB would in production
-    send = functools.partial(FakeDaphneServer().handle_reply, protocol)
-    consumer, app = await open_slow_socket(key, send)
-
-    peak = await answer_all_watching_the_buffer(consumer, requests, answer)
-    await asyncio.wait_for(app, timeout=30)
-
-    handed_over = cursors(protocol.messages)
-    assert protocol.transport.producer.paused
-    assert peak == BOUND
-    assert protocol.messages[-1] == {"type": "websocket.close", "code": CLOSE_TOO_SLOW}
-    # Twisted's buffer held what it took before pausing, one frame past its bufferSize, not every event.
-    assert 0 < len(handed_over) < ANSWERS - BOUND
-    assert handed_over == list(range(1, len(handed_over) + 1))
-    assert await resume_elsewhere(open_socket, key, after=handed_over[-1]) == list(
-        range(handed_over[-1] + 1, ANSWERS + 1)
-    )
 
 
 async def test_a_reader_that_keeps_up_is_never_closed(

@@ -1,4 +1,4 @@
-"""Real processes for fault tests: daphne and Celery workers on loopback, sharing the test database and this
+"""Real processes for fault tests: uvicorn and Celery workers on loopback, sharing the test database and this
 test's Redis. Every process is started by a test and always reaped by it (SIGKILL as a last resort)."""
 
 import os

@@ -81,7 +81,7 @@ def test_other_crashes_stay_a_bare_500(
     assert "internal detail" not in response.content.decode()
 
 
-# --- services: real PostgreSQL, real daphne -------------------------------------------------------------------
+# --- services: real PostgreSQL, real uvicorn -------------------------------------------------------------------
 
 
 @pytest.mark.services

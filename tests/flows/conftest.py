@@ -143,7 +143,7 @@ class LiveServer:
 
 @pytest.fixture(scope="module")
 def flows_live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """daphne in a subprocess on a free loopback port, against its own SQLite file, embedded mode (eager webhooks,
+    """uvicorn in a subprocess on a free loopback port, against its own SQLite file, embedded mode (eager webhooks,
     in-memory channel layer), logging at DEBUG to a file the test can search."""
     workdir = tmp_path_factory.mktemp("flows-live")
     port = liveserver.free_port()

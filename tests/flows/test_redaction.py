@@ -92,7 +92,7 @@ def test_every_configured_handler_carries_the_filter(settings: Any) -> None:
     attached = real(logging.getLogger().handlers) + [
         h
         for name, logger in logging.Logger.manager.loggerDict.items()
-        if name.split(".")[0] in {"django", "daphne", "channels", "elicitation", "reviewhub", "celery"}
+        if name.split(".")[0] in {"django", "uvicorn", "channels", "elicitation", "reviewhub", "celery"}
         for h in real(getattr(logger, "handlers", []))
         if not isinstance(h, logging.NullHandler)
     ]

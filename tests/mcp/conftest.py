@@ -1,4 +1,4 @@
-"""End-to-end MCP fixtures: a live ReviewHub (daphne on a loopback port, on pytest-django's SQLite file database),
+"""End-to-end MCP fixtures: a live ReviewHub (uvicorn on a loopback port, on pytest-django's SQLite file database),
 an agent key, and a scripted reviewer answering through the reviewer API.
 
 `mcp` is imported unguarded on purpose: without the `reviewhub[mcp]` extra these tests fail at collection instead

@@ -1,4 +1,4 @@
-"""ReviewHub's own MCP server at /mcp/: a real `mcp` client over streamable HTTP against a live daphne."""
+"""ReviewHub's own MCP server at /mcp/: a real `mcp` client over streamable HTTP against a live uvicorn."""
 
 import asyncio
 import json

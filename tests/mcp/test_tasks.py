@@ -1,4 +1,4 @@
-"""The MCP Tasks extension (SEP-2663) at /mcp/: the SDK's own client over streamable HTTP against a live daphne.
+"""The MCP Tasks extension (SEP-2663) at /mcp/: the SDK's own client over streamable HTTP against a live uvicorn.
 
 The client declares `io.modelcontextprotocol/tasks` through the SDK's extension mechanism (a `ClientExtension`
 claiming `resultType: "task"`) and speaks `tasks/get`, `tasks/update` and `tasks/cancel` with raw

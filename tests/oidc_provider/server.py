@@ -1,4 +1,4 @@
-"""The test provider as a running server: migrated, served by daphne on a free loopback port, stopped after."""
+"""The test provider as a running server: migrated, served by uvicorn on a free loopback port, stopped after."""
 
 import os
 import subprocess
@@ -56,10 +56,10 @@ class OIDCProvider:
 
     def start(self) -> "OIDCProvider":
         self.run("-m", "django", "migrate", "--noinput", "-v", "0")
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        listen = ["--host", "127.0.0.1", "--port", str(self.port)]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [*command, "tests.oidc_provider.asgi:application"],
+                [sys.executable, "-m", "uvicorn", "tests.oidc_provider.asgi:application", *listen],
                 cwd=REPO,
                 env=self.env,
                 stdout=log,

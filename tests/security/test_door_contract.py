@@ -10,7 +10,7 @@ Two classes, because of who sees what in the database:
   reviewer API, the pages, Slack and the admin, all in the test's thread. One world for the class, committed once,
   and every cell in a transaction rolled back after it.
 - `TestAgentDoors`: create, read, cancel and list through REST and MCP. MCP is reached in-process through the ASGI
-  application daphne serves (`reviewhub.asgi.application`: MCPEndpoint, the SDK's bearer stack, ReviewHub's rate
+  application uvicorn serves (`reviewhub.asgi.application`: MCPEndpoint, the SDK's bearer stack, ReviewHub's rate
   and refusal rules, the tool), with the agent's key and with an OAuth token acting for it. The MCP door reads the
   database from threads of its own, which see only committed rows: one world per row, each caller a subtest.
 

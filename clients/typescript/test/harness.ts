@@ -1,5 +1,5 @@
 /**
- * A live ReviewHub for the tests: a daphne process on a free loopback port, on a SQLite database of its own,
+ * A live ReviewHub for the tests: a uvicorn process on a free loopback port, on a SQLite database of its own,
  * made once per run through the management commands (`migrate`, `create_agent`, `create_reviewer --token`),
  * and a scripted reviewer that answers through the reviewer API. Nothing here mocks ReviewHub.
  */
@@ -195,7 +195,7 @@ export async function eventually<T>(check: () => T | Promise<T>, what: string, t
 }
 
 const running = new Set<ChildProcess>();
-// However the test process ends (normally, or stopped by the runner), no daphne outlives it.
+// However the test process ends (normally, or stopped by the runner), no server outlives it.
 process.on("exit", () => {
   for (const child of running) child.kill("SIGKILL");
 });
@@ -203,7 +203,7 @@ for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
   process.once(signal, () => process.exit(128 + (signal === "SIGINT" ? 2 : signal === "SIGHUP" ? 1 : 15)));
 }
 
-/** One daphne process on its own copy of the fixture database. `restart()` keeps the port and the data; `env` is
+/** One uvicorn process on its own copy of the fixture database. `restart()` keeps the port and the data; `env` is
  * added to the server's environment (e.g. `MCP_GATEWAY_UPSTREAMS`). */
 export class LiveServer {
   private process: ChildProcess | null = null;
@@ -235,7 +235,7 @@ export class LiveServer {
   }
 
   async launch(): Promise<void> {
-    const args = ["-m", "daphne", "-b", "127.0.0.1", "-p", String(this.port), "reviewhub.asgi:application"];
+    const args = ["-m", "uvicorn", "reviewhub.asgi:application", "--host", "127.0.0.1", "--port", String(this.port)];
     const child = spawn(PYTHON, args, { cwd: REPO, env: reviewhubEnv(this.db, this.env), stdio: ["ignore", "pipe", "pipe"] });
     this.process = child;
     running.add(child);
@@ -245,7 +245,7 @@ export class LiveServer {
     // Wait for readiness, not a deadline: a loaded machine starts it later, and a server that cannot start exits
     // (the test runner's own timeout bounds a hang).
     for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`daphne exited early:\n${this.log}`);
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the server exited early:\n${this.log}`);
       try {
         await fetch(`${this.url}/healthz`, { signal: AbortSignal.timeout(1000) });
         return;

@@ -1,6 +1,6 @@
 /**
  * `npm test`: prepare one ReviewHub database for the run (Django starts once), then node's test runner over every
- * compiled test file. Each file starts its own daphne on a free loopback port; the whole run is bounded.
+ * compiled test file. Each file starts its own server (uvicorn) on a free loopback port; the whole run is bounded.
  */
 
 import { spawn } from "node:child_process";

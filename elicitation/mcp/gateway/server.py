@@ -208,7 +208,7 @@ def build_gateway_server(upstream: Upstream, upstreams: Upstreams) -> Server[Any
 
 class GatewayRuntime:
     """One upstream's server, Starlette app and running session manager, bound to the loop that made it (as
-    elicitation/mcp/server.py's `_Runtime`, for the same reason: daphne sends no lifespan events)."""
+    elicitation/mcp/server.py's `_Runtime`, for the same reason: started on the first request, not at lifespan)."""
 
     def __init__(self, upstream: Upstream, upstreams: Upstreams) -> None:
         self.loop = asyncio.get_running_loop()

@@ -1,6 +1,6 @@
-"""Close codes as daphne really sends them. Autobahn, under daphne, sends only 1000 and 3000-4999 and turns any other
-code into 1011 (internal error), which the in-process communicator of the other socket tests never shows: a busy
-process's refusal must reach the client as 4013, or clients take it for a crash and retry at once."""
+"""Close codes as the served process really sends them, which the in-process communicator of the other socket tests
+never shows: a busy process's refusal must reach the client as 4013, never as 1011 (internal error), or clients take
+it for a crash and retry at once."""
 
 import asyncio
 import json
