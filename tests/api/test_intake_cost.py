@@ -7,8 +7,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.forms.models import model_to_dict
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.test import APIClient
@@ -85,6 +86,29 @@ def test_a_create_on_its_own_needs_no_begin_or_commit_on_postgresql(
     event = RequestEvent.objects.get(request=request)
     assert (event.kind, event.actor_agent_id, event.to_status) == ("created", request.agent_id, "pending")
     assert list(audit.verify_chains([request.pk])) == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("rule", "transaction_opened"), [("another tool", False), ("this tool", True)])
+def test_a_policy_opens_a_transaction_only_when_a_rule_writes_more(
+    agent_client: APIClient, queue: Queue, rule: str, transaction_opened: bool
+) -> None:
+    """A request the queue's rules leave for a person, as it came, is stored like any other (one statement on
+    PostgreSQL); a rule that decides writes its decision in the same transaction as the request."""
+    tool = "deploy" if rule == "this tool" else "rollback"
+    rules.replace_policy(queue, {"rules": [{"name": rule, "match": {"tool": tool}, "action": "decline"}]})
+    context = {"mcp": {"server": "ci", "tool": "deploy", "arguments": {}}}
+    response = post(agent_client, context=context)
+    assert response.status_code == 201, response.json()
+    with CaptureQueriesContext(connection) as captured:
+        response = post(agent_client, context=context)
+    assert response.status_code == 201, response.json()
+    assert response.json()["status"] == ("completed" if transaction_opened else "pending")
+    statements = [query["sql"].upper() for query in captured.captured_queries]
+    opened = any(sql.startswith(("BEGIN", "SAVEPOINT")) for sql in statements)
+    assert opened is (transaction_opened or not prebuilt_sql.inserts_in_one_statement())
+    if not opened:  # the key's read, the queue's read (its policy with it) and the write
+        assert len(statements) == 3, statements
 
 
 @pytest.mark.django_db(transaction=True)

@@ -151,6 +151,23 @@ def test_a_long_value_holds_nothing_when_the_rule_is_ruled_out_by_its_other_cond
     assert (request.status, request.action) == ("completed", "accept")
 
 
+def test_an_argument_condition_rules_a_message_regex_out_first(
+    make_request: Callable[..., ElicitationRequest], queue: Queue
+) -> None:
+    """Regex conditions come last across the request's facts and its arguments alike: an over-long message is not
+    even read by a rule whose argument condition already fails, so it holds nothing."""
+    load(
+        queue,
+        decline_when(
+            {"message": {"regex": "rm -rf"}, "arguments": {"env": "production"}}, name="prod deletes"
+        ),
+        {"name": "the rest", "match": {}, "action": "accept", "content": {"approve": True}},
+    )
+    request = make_request(message="x" * (MAX_MATCHED_CHARS + 1), context=with_argument("ok"))  # no `env`
+    assert (request.status, request.action) == ("completed", "accept")
+    assert not RequestEvent.objects.filter(request=request, kind="rule_skipped").exists()
+
+
 def test_a_stored_pattern_re2_cannot_compile_holds_requests_instead_of_failing_intake(
     make_request: Callable[..., ElicitationRequest], queue: Queue
 ) -> None:

@@ -127,8 +127,8 @@ def _argument(arguments: Mapping[str, Any], name: str) -> tuple[bool, Any]:
 @dataclass
 class CompiledRule:
     row: AnswerRule
-    checks: list[tuple[str, Any]]
-    arguments: list[tuple[str, Any]]
+    # (is_argument, name, predicate), those with a regex last (`_regex_last`): a request's fact or argument.
+    conditions: list[tuple[bool, str, Any]]
 
     @property
     def ref(self) -> dict[str, Any]:
@@ -143,18 +143,18 @@ class CompiledRule:
         return self.row.expires_at is None or self.row.expires_at > now
 
     def matches(self, facts: RequestFacts) -> bool:
-        for name, check in self.checks:
-            if not check(getattr(facts, name)):
-                return False
         arguments = facts.arguments
-        for name, check in self.arguments:
-            if name in arguments:  # the common case: a top-level argument
+        for is_argument, name, check in self.conditions:
+            if not is_argument:
+                if not check(getattr(facts, name)):
+                    return False
+            elif name in arguments:  # the common case: a top-level argument
                 if not check(arguments[name]):
                     return False
-                continue
-            present, value = _argument(arguments, name)
-            if not present or not check(value):
-                return False
+            else:
+                present, value = _argument(arguments, name)
+                if not present or not check(value):
+                    return False
         return True
 
 
@@ -171,10 +171,11 @@ class CompiledRules:
             yield self.rules[index]
 
 
-def _regex_last(conditions: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """Conditions in their order, those with a regex moved last: the cheap ones rule most requests out first, and
-    a value too long for a regex holds a request only when everything else about the rule matched."""
-    return sorted(conditions, key=lambda item: isinstance(item[1], dict) and "regex" in item[1])
+def _regex_last(conditions: Iterable[tuple[bool, str, Any]]) -> list[tuple[bool, str, Any]]:
+    """Conditions (is_argument, name, spec) in their order, those with a regex moved last, facts' and arguments'
+    alike: the cheap ones rule most requests out first, and a value too long for a regex holds a request only when
+    everything else about the rule matched."""
+    return sorted(conditions, key=lambda item: isinstance(item[2], dict) and "regex" in item[2])
 
 
 def compile_rules(rows: Iterable[AnswerRule]) -> CompiledRules:
@@ -183,13 +184,13 @@ def compile_rules(rows: Iterable[AnswerRule]) -> CompiledRules:
     any_tool: list[int] = []
     for index, row in enumerate(rows):
         match = row.match or {}
-        facts = _regex_last((key, spec) for key, spec in match.items() if key != "arguments")
-        checks = [(key, _compile_condition(spec)) for key, spec in facts]
-        arguments = [
-            (name, _compile_condition(spec))
-            for name, spec in _regex_last((match.get("arguments") or {}).items())
+        facts = [(False, key, spec) for key, spec in match.items() if key != "arguments"]
+        arguments = [(True, name, spec) for name, spec in (match.get("arguments") or {}).items()]
+        conditions = [
+            (is_argument, name, _compile_condition(spec))
+            for is_argument, name, spec in _regex_last(facts + arguments)
         ]
-        compiled.append(CompiledRule(row, checks, arguments))
+        compiled.append(CompiledRule(row, conditions))
         tool = match.get("tool")
         tools = [tool] if isinstance(tool, str) else tool if isinstance(tool, list) else None
         if isinstance(tool, dict) and set(tool) <= {"eq", "in"}:
@@ -239,6 +240,11 @@ class IntakeDecision:
     audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     digest: str = ""
+
+    @property
+    def writes_more(self) -> bool:
+        """Whether applying it writes more than the request and its `created` row: audit rows or a decision."""
+        return bool(self.audit) or self.outcome is not None or self.unmatched_reason is not None
 
     @property
     def request_policy(self) -> dict[str, Any] | None:

@@ -126,9 +126,11 @@ def create_request(
     )
     created = new_event(request, "created", actor_agent=agent, to_status=Status.PENDING, prev_hash="")
     try:
-        if decision is None and prebuilt_sql.inserts_in_one_statement() and not connection.in_atomic_block:
-            # The busiest write: the request and its audit row in one statement, atomic on its own, so no BEGIN
-            # and COMMIT round trips. The listeners run after that commit; their pushes leave at once.
+        writes_more = decision is not None and decision.writes_more
+        if not writes_more and prebuilt_sql.inserts_in_one_statement() and not connection.in_atomic_block:
+            # The busiest write (and a policy's request that waits for a person as it came): the request and its
+            # audit row in one statement, atomic on its own, so no BEGIN and COMMIT round trips. The listeners run
+            # after that commit; their pushes leave at once.
             prebuilt_sql.insert_together(request, created)
             signals.request_created.send(sender=ElicitationRequest, request=request)
         else:
