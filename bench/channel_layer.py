@@ -48,23 +48,32 @@ def run(ctx: Context) -> Report:
         ctx.progress.start(f"{label}: {RATE:.0f} msg/s for {seconds:.0f} s", int(RATE * seconds))
         results[label] = measure(backend, redis_url, int(RATE * seconds), hub=False)
         bursts[label] = measure(backend, redis_url, BURST, hub=True)
+    configured = next(
+        (k for k, path in BACKENDS.items() if path == settings.CHANNEL_LAYERS["default"]["BACKEND"]), "?"
+    )
     for label in BACKENDS:
         r, b = results[label], bursts[label]
+        # Drops are a miss for the layer ReviewHub runs; the other's are what the choice below weighs.
+        shipped = label == configured
+        target = "0" if shipped else "reported (not the default)"
         report.add(
             Figure(f"{label}: p99 send → handler", r["p99_ms"], "ms", "lower wins", None),
-            Figure(f"{label}: dropped of {r['sent']:,}", r["dropped"], "", "0", r["dropped"] == 0),
+            Figure(
+                f"{label}: dropped of {r['sent']:,}",
+                r["dropped"],
+                "",
+                target,
+                r["dropped"] == 0 if shipped else None,
+            ),
             Figure(
                 f"{label}: hub channel, burst of {b['sent']:,}: dropped",
                 b["dropped"],
                 "",
-                "0",
-                b["dropped"] == 0,
+                target,
+                b["dropped"] == 0 if shipped else None,
             ),
         )
     better = min(BACKENDS, key=lambda k: (results[k]["dropped"] + bursts[k]["dropped"], results[k]["p99_ms"]))
-    configured = next(
-        (k for k, path in BACKENDS.items() if path == settings.CHANNEL_LAYERS["default"]["BACKEND"]), "?"
-    )
     other = next(k for k in BACKENDS if k != configured) if configured in BACKENDS else better
     report.add(
         Figure(

@@ -573,21 +573,35 @@ class KeepAliveClient:
     At 50 creates/s on two cores httpx cost the generator ~12 ms of CPU per request, as much as the server's own
     create, so the generator took the cores the server needed (BENCHMARKS.md, reach). This sends each request as
     prebuilt bytes on one of `size` kept-alive connections and reads the status, headers and body (Content-Length
-    or chunked) and nothing more; a connection that fails or is closed is opened afresh for the next request."""
+    or chunked) and nothing more; a connection that fails, is closed or idled KeepAliveHttp.IDLE_SECONDS (the
+    server may be closing it) is opened afresh for the next request."""
+
+    Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
     def __init__(self, base_url: str, size: int) -> None:
         address = httpx.URL(base_url)
         self.host, self.port = address.host, address.port or 80
-        self._idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = asyncio.Queue()
+        self._idle: asyncio.Queue[tuple[KeepAliveClient.Connection, float] | None] = asyncio.Queue()
         for _ in range(size):
             self._idle.put_nowait(None)
+
+    async def _connection(self) -> "KeepAliveClient.Connection | None":
+        """A slot's connection if still fresh and open (None: open one); waits for a free slot."""
+        slot = await self._idle.get()
+        if slot is None:
+            return None
+        (reader, writer), idle_since = slot
+        if time.monotonic() - idle_since < KeepAliveHttp.IDLE_SECONDS and not reader.at_eof():
+            return reader, writer
+        writer.close()
+        return None
 
     async def post_json(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
         payload = json.dumps(body).encode()
         head = [f"POST {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Type: application/json"]
         head += [f"Content-Length: {len(payload)}", *(f"{name}: {value}" for name, value in headers.items())]
         message = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
-        connection = await self._idle.get()
+        connection = await self._connection()
         try:
             if connection is None:
                 connection = await asyncio.open_connection(self.host, self.port)
@@ -601,7 +615,7 @@ class KeepAliveClient:
             raise
         if not keep:
             writer.close()
-        self._idle.put_nowait(connection if keep else None)
+        self._idle.put_nowait((connection, time.monotonic()) if keep else None)
         return status, body_bytes
 
     async def _response(self, reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
@@ -630,9 +644,9 @@ class KeepAliveClient:
 
     def close(self) -> None:
         while not self._idle.empty():
-            connection = self._idle.get_nowait()
-            if connection is not None:
-                connection[1].close()
+            slot = self._idle.get_nowait()
+            if slot is not None:
+                slot[0][1].close()
 
 
 # --- progress and report ---------------------------------------------------------------------------------------
