@@ -104,9 +104,9 @@ class HandshakeGate:
     at most AGENT_SOCKET_HANDSHAKE_CONCURRENCY spending a ticket at once.
 
     After a process dies its thousands of agents reconnect here at once. Each is accepted first (so a client's open
-    timeout cannot expire after its database work was done); its key and its
-    head cursor are read together with every other handshake's (the waiter hub's spaced reads), so a storm costs a
-    few queries, not two per agent queued behind each other. A handshake is instead closed at once with 4013 (try
+    timeout cannot expire after its database work was done); its key and its head cursor are read together with
+    every other handshake's (the waiter hub's spaced reads), so a storm costs a few queries, not two per agent
+    queued behind each other. A handshake is instead closed at once with 4013 (try
     again later), before any work, when the queue is full, when the layer's subscribes queue up, or when the event
     loop runs more than LOOP_LAG_LIMIT_SECONDS late: the server's own handshake work (HTTP, WebSocket upgrade) then
     queues on the loop ahead of this code, and handshakes that wait there past their client's open timeout are

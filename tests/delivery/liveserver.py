@@ -47,9 +47,10 @@ READY_BOUND_SECONDS = 600.0
 
 class LiveServer:
     """The one way tests start ReviewHub: uvicorn with reviewhub/cli.py's SERVER_OPTIONS (what `make run`, the image
-    and docker-compose serve with) in a subprocess on a free loopback port, on this run's test database, with extra command-line `args` if given.
-    `start()` waits until it answers HTTP (or exits: then it raises with the log); `stop()` always reaps it. With
-    `own_session` the server leads a process group of its own, so `kill()` takes any children with it."""
+    and docker-compose serve with) in a subprocess on a free loopback port, on this run's test database, with extra
+    command-line `args` if given. `start()` waits until it answers HTTP (or exits: then it raises with the log);
+    `stop()` always reaps it. With `own_session` the server leads a process group of its own, so `kill()` takes any
+    children with it."""
 
     def __init__(
         self,

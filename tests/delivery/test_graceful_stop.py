@@ -38,7 +38,7 @@ def read_by_server(server_port: int, client_port: int) -> bool:
 GRACE_SECONDS = float(SERVER_OPTIONS[SERVER_OPTIONS.index("--timeout-graceful-shutdown") + 1])
 
 
-def test_a_stopped_server_closes_sockets_with_1012_cuts_long_polls_and_exits_by_itself(
+def test_a_stopped_server_closes_sockets_with_1012_answers_long_polls_503_and_exits_by_itself(
     agent_with_key: tuple[Agent, str], make_request: Callable[..., ElicitationRequest]
 ) -> None:
     _, key = agent_with_key
