@@ -202,7 +202,8 @@ async def measure(
     rss_before = rss_kib(server.pid)
 
     async def open_socket(agent: fixtures.Credential, request_id: str) -> None:
-        # As an agent would: a handshake that failed (refused with 4013, or timed out) is retried with the client library's backoff; what still fails is counted.
+        # As an agent would: a handshake that failed (refused with 4013, or timed out) is retried with the client
+        # library's backoff; what still fails is counted.
         async with gate:
             for attempt in range(HANDSHAKE_ATTEMPTS):
                 try:
