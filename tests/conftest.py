@@ -209,11 +209,20 @@ def _threads_give_back_their_database_connections() -> Iterator[None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _close_database_pools(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """Close this process's PostgreSQL connection pools before the test database is dropped: pooled
-    connections left open make DROP DATABASE fail ("being accessed by other users")."""
+    """Close this process's PostgreSQL connections before the test database is dropped: any left open make DROP
+    DATABASE fail ("being accessed by other users"). The pools close here; a connection a long-lived thread of this
+    process still holds (the waiter hub's, the sync-to-async executor's) is ended by PostgreSQL, since no other
+    process uses this run's test database by now (the servers the tests started are stopped)."""
     yield
     with django_db_blocker.unblock():
         for connection in connections.all():
             close_pool = getattr(connection, "close_pool", None)
             if close_pool is not None:
                 close_pool()
+        if connections["default"].vendor == "postgresql":
+            with connections["default"]._nodb_cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [connections["default"].settings_dict["NAME"]],
+                )

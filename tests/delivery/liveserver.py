@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import psycopg
 from django.db import connection
 
 from reviewhub.cli import ASGI_APPLICATION, SERVER_OPTIONS
@@ -60,7 +59,6 @@ class LiveServer:
         own_session: bool = False,
     ) -> None:
         self.port = port or free_port()
-        self.session_name = f"reviewhub-live-{self.port}"
         self.args = args or []
         self.own_session = own_session
         self.env = {
@@ -69,7 +67,6 @@ class LiveServer:
             "PYTHONUNBUFFERED": "1",
             "PERIODIC_SWEEPS_IN_PROCESS": "false",
             "LOG_LEVEL": "WARNING",
-            "PGAPPNAME": self.session_name,  # libpq names the server's PostgreSQL sessions (see `stop`)
             **test_database_env(),
             **(env or {}),
         }
@@ -150,29 +147,6 @@ class LiveServer:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.kill()
-        self.wait_sessions_ended()
-
-    def wait_sessions_ended(self) -> None:
-        """Until PostgreSQL has ended the stopped server's sessions. uvicorn ends by raising SIGTERM again, so its
-        connections close with the process, unannounced, and their backends end a moment later: dropping the test
-        database in that moment fails ("being accessed by other users")."""
-        if connection.vendor != "postgresql":
-            return
-        db = connection.settings_dict
-        where = {
-            "host": db["HOST"] or "127.0.0.1",
-            "port": db["PORT"] or 5432,
-            "user": db["USER"],
-            "dbname": "postgres",
-        }
-        give_up = time.monotonic() + READY_BOUND_SECONDS  # a safety net, as for the start
-        with psycopg.connect(**where, password=db.get("PASSWORD") or None, autocommit=True) as watcher:
-            while time.monotonic() < give_up:
-                query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-                row = watcher.execute(query, [self.session_name]).fetchone()
-                if not row or not row[0]:
-                    return
-                time.sleep(0.05)
 
     def logs(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]
