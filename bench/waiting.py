@@ -80,6 +80,7 @@ def run(ctx: Context) -> Report:
         fixtures.purge(PREFIX)
 
     b, s = results[str(big)], results[str(small)]
+    ended_in_windows = b["long_polls_ended_in_window"] + s["long_polls_ended_in_window"]
     report.add(
         Figure(
             f"database transactions per second, {big:,} idle waiters",
@@ -111,10 +112,10 @@ def run(ctx: Context) -> Report:
         Figure(f"RSS growth per waiter ({big:,})", b["kib_per_waiter"], "KiB", "reported", None),
         Figure(
             "long-polls that ended during the idle windows (none: the window counts waiting alone)",
-            b["long_polls_ended_in_window"] + s["long_polls_ended_in_window"],
+            ended_in_windows,
             "",
             "0",
-            b["long_polls_ended_in_window"] + s["long_polls_ended_in_window"] == 0,
+            ended_in_windows == 0,
         ),
         Figure(
             f"waiters still waiting after idling (of {big:,})",
