@@ -68,7 +68,9 @@ def test_a_stopped_server_closes_sockets_with_1012_answers_long_polls_503_and_ex
                 assert json.loads(await ws.recv())["type"] == "hello"
                 poller.start()
                 assert http.sock is not None
+                give_up = time.monotonic() + 120  # a safety net, not a deadline
                 while not read_by_server(server.port, http.sock.getsockname()[1]):
+                    assert time.monotonic() < give_up, "the server never read the long-poll"
                     await asyncio.sleep(0.05)  # the long-poll is read, so it waits (60 s, unless cut)
                 stopped_at = long_poll["stopped_at"] = time.monotonic()
                 server.signal(signal.SIGTERM)
