@@ -5,6 +5,7 @@ the servers the tests start inherit DJANGO_SETTINGS_MODULE, so they check the sa
 """
 
 import os
+import uuid
 
 from reviewhub.settings import *  # noqa: F403
 
@@ -23,3 +24,16 @@ if "pool" in DATABASES["default"].get("OPTIONS", {}):  # noqa: F405
 # Answers from the request page go out at once in tests, unless a test's server asks for the undo window
 # (tests/browser/test_undo.py starts one with ANSWER_UNDO_SECONDS=5; page tests override the setting).
 ANSWER_UNDO_SECONDS = int(os.environ.get("ANSWER_UNDO_SECONDS", "0"))
+
+# The services leg's test processes share one Redis, but each has a database of its own, where agent and queue ids
+# start at 1 again: a push to `agent.1` from one process's test would reach another's sockets. Each test process
+# (and the servers it starts, which inherit the environment) gets a channel-layer and cache prefix of its own.
+if REDIS_URL:  # noqa: F405
+    if "PYTEST_XDIST_WORKER" in os.environ:  # an xdist test process, or a server one started
+        REDIS_PREFIX = (
+            f"rh-test-{os.environ['PYTEST_XDIST_TESTRUNUID'][:8]}-{os.environ['PYTEST_XDIST_WORKER']}"
+        )
+    else:
+        REDIS_PREFIX = os.environ.setdefault("REVIEWHUB_TEST_REDIS_PREFIX", f"rh-test-{uuid.uuid4().hex[:8]}")
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"{REDIS_PREFIX}:"  # noqa: F405
+    CACHES["default"]["KEY_PREFIX"] = REDIS_PREFIX  # noqa: F405
