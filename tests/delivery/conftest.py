@@ -21,14 +21,16 @@ async def open_socket() -> AsyncIterator[Callable[..., Awaitable[Socket]]]:
     """Open `/ws/agent/` as the real server would route it; every socket is closed after the test."""
     opened: list[Socket] = []
 
-    async def open_(key: str | None = None, path: str = "/ws/agent/", expect_hello: bool = True) -> Socket:
+    async def open_(
+        key: str | None = None, path: str = "/ws/agent/", expect_hello: bool = True, timeout: float = 5
+    ) -> Socket:
         headers = [(b"authorization", f"Bearer {key}".encode())] if key else []
         socket = WebsocketCommunicator(application, path, headers=headers)
         opened.append(socket)
-        connected, _ = await socket.connect(timeout=5)
+        connected, _ = await socket.connect(timeout=timeout)
         assert connected
         if expect_hello:
-            hello = await socket.receive_json_from(timeout=5)
+            hello = await socket.receive_json_from(timeout=timeout)
             assert hello["type"] == "hello"
         return socket
 
