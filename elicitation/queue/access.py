@@ -3,10 +3,12 @@
 Rules answer with the domain's errors (a missing row and another team's row look different only to those allowed
 to see the difference); each surface maps those errors once (api/errors.py, reviewer/errors.py, …)."""
 
+import functools
 from uuid import UUID
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from elicitation.models import ElicitationRequest, Queue
@@ -115,3 +117,21 @@ def postable_queue_by_id(agent_id: int, queue_id: int) -> Queue | None:
     by slug), with its policy loaded; None otherwise. A `route` rule moves a request only where its agent could
     have posted it: another team's queue is not reached through one's own queue's rules."""
     return Queue.objects.select_related("policy").filter(pk=queue_id, agents=agent_id).first()
+
+
+def agent_may_post(agent_id: int, slug: str) -> bool:
+    """Whether `slug` names one of the agent's key's queues (the rule of intake's `postable_queue`), without reading
+    the queue: the MCP gateway's door asks it on every request. The statement is the ORM's, built once per process:
+    building it took three times as long as running it (BENCHMARKS.md, #13 gateway overhead)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_may_post_sql(connection.vendor), [agent_id, slug])
+        return cursor.fetchone() is not None
+
+
+@functools.cache
+def _may_post_sql(vendor: str) -> str:
+    query = Queue.objects.filter(agents=0).filter(slug="").order_by().values("pk")[:1].query
+    sql, params = query.sql_with_params()
+    if list(params) != [0, ""]:  # the placeholders' order is the one `agent_may_post` fills
+        raise AssertionError(f"unexpected parameters {params!r}")
+    return sql

@@ -9,7 +9,8 @@ from elicitation.mcp.callers import Caller
 from elicitation.mcp.gateway.config import Upstream
 from elicitation.mcp.gateway.server import admission
 from elicitation.models import Queue
-from elicitation.queue import accounts
+from elicitation.queue import access, accounts
+from elicitation.queue.transitions.intake import postable_queue
 from reviewhub.rates import parse_rate
 
 pytestmark = [pytest.mark.mcp, pytest.mark.django_db]
@@ -48,3 +49,15 @@ def test_an_oauth_token_must_have_consent_for_the_queue(agent_id: int) -> None:
     assert admission(Caller(agent_id, frozenset({"gw-ops"})), UPSTREAM) is None
     refused = admission(Caller(agent_id, frozenset({"other"})), UPSTREAM)
     assert refused is not None and refused["code"] == "invalid"
+
+
+def test_the_gateway_and_intake_ask_one_rule_of_which_queues_an_agent_may_post_to(agent_id: int) -> None:
+    other, _ = accounts.create_agent("other-agent", queue_slugs=["other", "gw-ops"])
+    other.queues.remove(Queue.objects.get(slug="gw-ops"))  # taken off a queue after its key was issued
+    agents, slugs = [agent_id, other.pk, other.pk + 1000], ["gw-ops", "other", "missing"]
+
+    gateway = {(a, s): access.agent_may_post(a, s) for a in agents for s in slugs}
+    intake = {(a, s): postable_queue(a, s) is not None for a in agents for s in slugs}
+
+    assert gateway == intake
+    assert {key for key, allowed in gateway.items() if allowed} == {(agent_id, "gw-ops"), (other.pk, "other")}

@@ -47,7 +47,7 @@ from elicitation.mcp.results import ReviewRequest
 from elicitation.mcp.service_calls import database_call, tool_error
 from elicitation.mcp.tool_actions import TERMINAL
 from elicitation.mcp.tools import charge_agent_rate, refused_arguments
-from elicitation.models import Queue
+from elicitation.queue import access
 from elicitation.queue.errors import InvalidInput
 
 logger = logging.getLogger(__name__)
@@ -64,10 +64,8 @@ def admission(caller: Caller, upstream: Upstream) -> dict[str, Any] | None:
     retry_after = charge_agent_rate(caller.agent_id)
     if retry_after is not None:
         return throttled_body(retry_after)
-    allowed = (caller.queues is None or upstream.queue in caller.queues) and Queue.objects.filter(
-        agents=caller.agent_id, slug=upstream.queue
-    ).exists()
-    if not allowed:
+    allowed = caller.queues is None or upstream.queue in caller.queues
+    if not (allowed and access.agent_may_post(caller.agent_id, upstream.queue)):
         return domain_error_body(
             InvalidInput(
                 "Unknown queue.", {"queue": "this gateway's queue is not one this caller may post to"}
