@@ -336,6 +336,17 @@ def stacked_bars(
     return _svg(width, height, title, description, body, "chart-bars")
 
 
+# The names a percentile chart's wide layout fits in the column left of its bars.
+SIDE_LABEL_CHARS = 18
+
+
+def _fitted(label: str, room: int) -> str:
+    """The escaped label, cut to `room` characters with an ellipsis and the whole name as its tooltip."""
+    if len(label) <= room:
+        return escape(label)
+    return f"{escape(label[: room - 1])}…<title>{escape(label)}</title>"
+
+
 @dataclass(frozen=True)
 class Spread:
     label: str
@@ -350,9 +361,10 @@ def percentile_chart(title: str, rows: Sequence[Spread], *, width: int = 720) ->
     rows = [r for r in rows if r.count and r.p90 is not None]
     if not rows:
         return empty_chart(title, width=width)
-    compact = width < COMPACT_WIDTH
-    # Compact: the row's name and figures on a line above its bar, the bar across the card.
-    left, right, label_h = (8, 8, 16) if compact else (130, 150, 0)
+    # Stacked (a phone's card, or a name longer than the column beside the bars holds: "security → security-oncall
+    # claimed"): each row's name and figures on a line above its bar, the bar across the card.
+    stacked = width < COMPACT_WIDTH or any(len(r.label) > SIDE_LABEL_CHARS for r in rows)
+    left, right, label_h = (8, 8, 16) if stacked else (130, 150, 0)
     bar_h, gap, top = 18, 14, 34
     height = top + len(rows) * (label_h + bar_h + gap) + 20
     plot_w = width - left - right
@@ -368,15 +380,17 @@ def percentile_chart(title: str, rows: Sequence[Spread], *, width: int = 720) ->
         y = top + i * (label_h + bar_h + gap) + label_h
         p50, p90 = row.p50 or 0, row.p90 or 0
         figures = f"{format_duration(p50)} · {format_duration(p90)} (n={row.count})"
-        if compact:
+        if stacked:
+            # What the figures on the right leave of the line, at ~7 px a character.
+            room = max(8, int((plot_w - 7 * len(figures)) // 7))
             body.append(
-                f'<text class="category" x="{left}" y="{y - 4}">{escape(row.label[:26])}</text>'
+                f'<text class="category" x="{left}" y="{y - 4}">{_fitted(row.label, room)}</text>'
                 f'<text class="value" x="{width - right}" y="{y - 4}" text-anchor="end">{figures}</text>'
             )
         else:
             body.append(
                 f'<text class="category" x="{left - 8}" y="{_num(y + bar_h / 2 + 4)}" text-anchor="end">'
-                f"{escape(row.label[:18])}</text>"
+                f"{escape(row.label)}</text>"
                 f'<text class="value" x="{_num(left + plot_w * p90 / scale_max + 6)}" '
                 f'y="{_num(y + bar_h / 2 + 4)}">{figures}</text>'
             )

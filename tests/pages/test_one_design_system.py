@@ -178,6 +178,20 @@ def test_a_phone_sized_chart_puts_labels_above_bars() -> None:
     assert '<text class="category" x="8"' in svg and 'viewBox="0 0 360' in svg
 
 
+def test_a_name_longer_than_the_side_column_goes_above_its_bar_whole_or_cut_with_its_tooltip() -> None:
+    escalated = "security → security-oncall claimed"
+    rows = [charts.Spread("payments claimed", 60.0, 120.0, 3), charts.Spread(escalated, 30.0, 90.0, 3)]
+
+    desktop = charts.percentile_chart("t", rows, width=720)
+    phone = charts.percentile_chart("t", rows, width=360)
+
+    desktop_names = re.findall(r'<text class="category" x="8"[^>]*>([^<]*)<', desktop)
+    assert desktop_names == ["payments claimed", escalated]  # every row stacked, no name cut
+    cut = re.search(r'<text class="category" x="8"[^>]*>([^<]*)<title>([^<]*)</title>', phone)
+    assert cut is not None and cut.group(1).endswith("…") and cut.group(2) == escalated
+    assert escalated.startswith(cut.group(1)[:-1])
+
+
 def test_the_backlog_shows_each_queues_expected_wait(
     supervisor: User, queue: Queue, make_request: Any, reviewer: User, clock: Any
 ) -> None:
