@@ -13,25 +13,28 @@ timeout before it is let through, so after one failure the limits are not counte
 (`cache_breaker`): during a hang each process pays that timeout once per window, not once per request.
 """
 
+import asyncio
 import functools
 import logging
 import math
 import threading
 import time
+import weakref
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache
 from redis import Redis
-from redis.commands.core import Script
+from redis.asyncio import Redis as AsyncRedis
+from redis.commands.core import AsyncScript, Script
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from elicitation.models import Agent
 from elicitation.queue import clock
 from reviewhub.rates import Rate
-from reviewhub.redis_pool import shared_client
+from reviewhub.redis_pool import loop_client, shared_client
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +94,12 @@ def count_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
     return _increment(key, rate.window_seconds + 5), seconds_left
 
 
+async def acount_hit(scope: str, ident: str, rate: Rate) -> tuple[int, int]:
+    """`count_hit` from an event loop."""
+    key, seconds_left = window(scope, ident, rate)
+    return await _aincrement(key, rate.window_seconds + 5), seconds_left
+
+
 # INCR, and the window's expiry on the count's first hit, as one atomic command (EVALSHA): a pipeline of SET NX EX
 # and INCR cost the client twice the CPU for the same round trip.
 COUNT_HIT_SCRIPT = (
@@ -106,17 +115,25 @@ def _count_hit(client: Redis) -> Script:
     return client.register_script(COUNT_HIT_SCRIPT)
 
 
+_loop_count_hits: "weakref.WeakKeyDictionary[AsyncRedis, AsyncScript]" = weakref.WeakKeyDictionary()
+
+
+def _redis_key(backend: RedisCache, key: str) -> tuple[str, str]:
+    """The Redis URL and full key Django's Redis cache keeps `key` under: the first server of the cache's
+    LOCATION, where Django's RedisCache writes, so cache.get() reads a count back."""
+    location = settings.CACHES["default"]["LOCATION"]
+    url = location.split(",")[0] if isinstance(location, str) else next(iter(location))
+    return url, backend.make_and_validate_key(key)
+
+
 def _increment(key: str, timeout: int) -> int:
     """Atomically count one hit under `key`, creating it with `timeout` if it is new."""
     backend = caches["default"]
     if isinstance(backend, RedisCache):
         # One command instead of Django's three (add; incr = EXISTS + INCRBY): this runs on every API call. The
         # script is atomic, so it cannot reset a count another process started. The value is a plain integer, as
-        # Django's Redis cache stores ints, so cache.get() reads it back under the same full key, from the same
-        # server (the first of the cache's LOCATION, where Django's RedisCache writes).
-        location = settings.CACHES["default"]["LOCATION"]
-        url = location.split(",")[0] if isinstance(location, str) else next(iter(location))
-        full_key = backend.make_and_validate_key(key)
+        # Django's Redis cache stores ints.
+        url, full_key = _redis_key(backend, key)
         client = shared_client(url, **getattr(settings, "REDIS_TIMEOUTS", {}))
         return int(_count_hit(client)(keys=[full_key], args=[timeout]))
     # add() is a no-op when the key exists, so concurrent first hits cannot reset each other's count.
@@ -128,6 +145,20 @@ def _increment(key: str, timeout: int) -> int:
         return 1
 
 
+async def _aincrement(key: str, timeout: int) -> int:
+    """`_increment` from an event loop: with Redis, the same script awaited on the loop's own client (no thread);
+    any other cache through a thread, as its calls block."""
+    backend = caches["default"]
+    if not isinstance(backend, RedisCache):
+        return await asyncio.to_thread(_increment, key, timeout)
+    url, full_key = _redis_key(backend, key)
+    client = loop_client(url, **getattr(settings, "REDIS_TIMEOUTS", {}))
+    script = _loop_count_hits.get(client)
+    if script is None:
+        script = _loop_count_hits[client] = client.register_script(COUNT_HIT_SCRIPT)
+    return int(await script(keys=[full_key], args=[timeout]))
+
+
 def charge(scope: str, ident: str | None, rate: Rate | None) -> int | None:
     """Count one call against `rate`; None if it is within it (or could not be counted), else the seconds until
     the window ends."""
@@ -135,14 +166,36 @@ def charge(scope: str, ident: str | None, rate: Rate | None) -> int | None:
         return None
     try:
         count, seconds_left = count_hit(scope, ident, rate)
-    except Exception as exc:  # the cache is down or hung: fail open, loudly, and stop asking for a while
-        cache_breaker.failed()
-        logger.warning(
-            "rate limit cache unavailable (%s); requests allowed uncounted for %ss",
-            type(exc).__name__,
-            cache_breaker.open_seconds,
-        )
+    except Exception as exc:
+        _uncounted(exc)
         return None
+    return _verdict(count, rate, seconds_left)
+
+
+async def acharge(scope: str, ident: str | None, rate: Rate | None) -> int | None:
+    """`charge` for a caller on the event loop (the MCP doors): the same count, window and breaker, one awaited
+    round trip instead of a trip to a thread and back."""
+    if rate is None or ident is None or not cache_breaker.allow():
+        return None
+    try:
+        count, seconds_left = await acount_hit(scope, ident, rate)
+    except Exception as exc:
+        _uncounted(exc)
+        return None
+    return _verdict(count, rate, seconds_left)
+
+
+def _uncounted(exc: Exception) -> None:
+    """The cache is down or hung: fail open, loudly, and stop asking for a while."""
+    cache_breaker.failed()
+    logger.warning(
+        "rate limit cache unavailable (%s); requests allowed uncounted for %ss",
+        type(exc).__name__,
+        cache_breaker.open_seconds,
+    )
+
+
+def _verdict(count: int, rate: Rate, seconds_left: int) -> int | None:
     cache_breaker.succeeded()
     return None if count <= rate.limit else seconds_left
 

@@ -30,12 +30,16 @@ class AgentKeyVerifier:
     scopes name its queues (`queue:<slug>`)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        return await database_call(self.resolve)(token)  # type: ignore[no-any-return]
+
+    def resolve(self, token: str) -> AccessToken | None:
+        """The token's access, or None; every read it needs in one trip off the event loop."""
         if token.startswith("rh_"):
-            agent: Agent | None = await database_call(agent_for_key)(token)
+            agent = agent_for_key(token)
             if agent is None:
                 return None
             return AccessToken(token=token, client_id=str(agent.pk), scopes=list(agent.scopes or []))
-        principal = await database_call(principal_for_token)(token)
+        principal = principal_for_token(token)
         if principal is None:
             return None
         scopes = [
@@ -73,6 +77,10 @@ def current_caller() -> Caller:
     token = get_access_token()
     if token is None:  # RequireAuthMiddleware answers 401 before any tool runs; this is a guard, not a path
         raise ToolError("Not authenticated.")
+    return caller_of(token)
+
+
+def caller_of(token: AccessToken) -> Caller:
     queues: frozenset[str] | None = None
     if OAUTH_SCOPE in token.scopes:
         queues = frozenset(

@@ -38,7 +38,7 @@ from elicitation.mcp import tasks
 from elicitation.mcp.callers import AgentKeyVerifier, current_caller
 from elicitation.mcp.request_tasks import TASK_TOOLS, RequestTasks
 from elicitation.mcp.results import QueueInfo, ReviewRequest, SecretOutcome, secret_outcome
-from elicitation.mcp.service_calls import call_service, database_call, refusal_body, tool_error
+from elicitation.mcp.service_calls import call_service, refusal_body, tool_error
 from elicitation.mcp.tool_actions import (
     create_request,
     open_requests,
@@ -132,11 +132,12 @@ SecretSchemaArg = Annotated[
 # --- the server ----------------------------------------------------------------------------------------------------
 
 
-def charge_agent_rate(agent_id: int) -> int | None:
+async def charge_agent_rate(agent_id: int) -> int | None:
     """One call against the agent's AGENT_RATE, counted exactly as REST's AgentRateThrottle counts it (same scope,
-    same identity, same window): None within the rate, else the seconds until the window ends."""
+    same identity, same window), awaited on the event loop: None within the rate, else the seconds until the
+    window ends."""
     rate = getattr(settings, throttling.AgentRateThrottle.rate_setting, None)
-    return throttling.charge(throttling.AgentRateThrottle.scope, str(agent_id), rate)
+    return await throttling.acharge(throttling.AgentRateThrottle.scope, str(agent_id), rate)
 
 
 def refused_arguments(arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -159,7 +160,7 @@ class ReviewHubMCPServer(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         caller = current_caller()
-        retry_after: int | None = await database_call(charge_agent_rate)(caller.agent_id)
+        retry_after = await charge_agent_rate(caller.agent_id)
         if retry_after is not None:
             logger.info("Tool %r refused: agent %s is over AGENT_RATE", name, caller.agent_id)
             return tool_error(throttled_body(retry_after))

@@ -14,10 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
+from django.core.cache import cache
 from websockets.asyncio.client import connect
 
+from elicitation.api import throttling
 from elicitation.models import ElicitationRequest, Queue
 from elicitation.queue import accounts, transitions
+from reviewhub.rates import parse_rate
 from reviewhub_client import AsyncReviewHubClient, ElicitResult
 from tests.conftest import FORM_SCHEMA
 from tests.delivery.liveserver import LiveServer, RedisServer, eventually
@@ -58,6 +61,38 @@ def server(redis: PausableRedis) -> Iterator[LiveServer]:
     live = LiveServer(env=env).start()
     yield live
     live.stop()
+
+
+async def test_a_hung_redis_costs_an_mcp_rate_charge_one_timeout_then_counting_resumes(
+    redis: PausableRedis, settings: Any
+) -> None:
+    """The MCP doors' charge awaits Redis on the event loop (`throttling.acharge`): a hang costs the first call the
+    operation timeout, opens the breaker, and lets calls through uncounted until Redis answers again."""
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis.url}
+    }
+    settings.REDIS_TIMEOUTS = {"socket_connect_timeout": REDIS_TIMEOUT, "socket_timeout": REDIS_TIMEOUT}
+    rate = parse_rate("100/hour")
+    count_key, _ = throttling.window("agent", "9", rate)
+    assert await throttling.acharge("agent", "9", rate) is None
+
+    redis.pause()
+    started = time.perf_counter()
+    assert await throttling.acharge("agent", "9", rate) is None  # let through, uncounted
+    assert time.perf_counter() - started >= REDIS_TIMEOUT * 0.9
+    breaker = throttling.cache_breaker
+    assert breaker.open_until is not None
+    started = time.perf_counter()
+    assert await throttling.acharge("agent", "9", rate) is None  # the breaker answers: Redis is not asked
+    assert time.perf_counter() - started < REDIS_TIMEOUT * 0.5
+
+    redis.resume()
+    breaker.open_until = time.monotonic()  # its window ends (the loop's clock must keep running: not patched)
+    assert await throttling.acharge("agent", "9", rate) is None  # the probe, counted
+    assert breaker.open_until is None
+    # The first call, the one sent into the hang (Redis runs it when it wakes) and the probe; not the one the
+    # breaker answered.
+    assert cache.get(count_key) == 3
 
 
 async def fresh_socket_says_hello(server: LiveServer, key: str) -> dict[str, Any]:

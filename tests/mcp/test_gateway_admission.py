@@ -1,57 +1,103 @@
 """Who may use a gateway: the door rules `/mcp/` applies (one AGENT_RATE call per request; the upstream's queue must
-be one the caller may post to, for an OAuth token one its consent covers), checked in-process on `admission`."""
+be one the caller may post to, for an OAuth token one its consent covers), checked in-process: the verifier
+(`GatewayKeyVerifier`) reads the key and the queue in one trip off the event loop, `admission` charges the rate on
+the loop and refuses what the verifier found."""
+
+from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.test import override_settings
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 
+from elicitation.mcp import callers
 from elicitation.mcp.callers import Caller
 from elicitation.mcp.gateway.config import Upstream
-from elicitation.mcp.gateway.server import admission
+from elicitation.mcp.gateway.server import POSTS_TO_QUEUE, GatewayKeyVerifier, admission, may_post
 from elicitation.models import Queue
 from elicitation.queue import access, accounts
 from elicitation.queue.transitions.intake import postable_queue
 from reviewhub.rates import parse_rate
 
-pytestmark = [pytest.mark.mcp, pytest.mark.django_db]
+pytestmark = [pytest.mark.mcp, pytest.mark.django_db(transaction=True)]
 
 UPSTREAM = Upstream(name="tools", queue="gw-ops", command=("python", "server.py"))
 
 
 @pytest.fixture
-def agent_id() -> int:
+def agent_key() -> tuple[int, str]:
     cache.clear()
     Queue.objects.create(slug="gw-ops", name="Gateway ops")
     Queue.objects.create(slug="other", name="Other")
-    agent, _ = accounts.create_agent("gw-agent", queue_slugs=["gw-ops"])
-    return int(agent.pk)
+    agent, key = accounts.create_agent("gw-agent", queue_slugs=["gw-ops"])
+    return int(agent.pk), key
 
 
-def test_an_agent_on_the_queue_is_admitted_until_its_rate_runs_out(agent_id: int) -> None:
+def act_as(token: AccessToken) -> None:
+    """The rest of this test (its own task, so its own context) runs as the token's holder, as a request does after
+    the SDK's AuthContextMiddleware."""
+    auth_context_var.set(AuthenticatedUser(token))
+
+
+async def test_an_agent_on_the_queue_is_admitted_until_its_rate_runs_out(agent_key: tuple[int, str]) -> None:
+    token = await GatewayKeyVerifier(UPSTREAM).verify_token(agent_key[1])
+    assert token is not None and token.claims == {POSTS_TO_QUEUE: True}
+    act_as(token)
+
     with override_settings(AGENT_RATE=parse_rate("2/min")):
-        outcomes = [admission(Caller(agent_id, None), UPSTREAM) for _ in range(3)]
+        outcomes = [(await admission())[1] for _ in range(3)]
 
     assert outcomes[:2] == [None, None]
     refused = outcomes[2]
     assert refused is not None and refused["code"] == "throttled" and refused["retryAfter"] > 0
 
 
-def test_an_agent_whose_key_does_not_cover_the_queue_is_refused(agent_id: int) -> None:
-    other, _ = accounts.create_agent("other-agent", queue_slugs=["other"])
+async def test_an_agent_whose_key_does_not_cover_the_queue_is_refused(agent_key: tuple[int, str]) -> None:
+    _, key = await sync_to_async(accounts.create_agent)("other-agent", queue_slugs=["other"])
+    token = await GatewayKeyVerifier(UPSTREAM).verify_token(key)
+    assert token is not None and token.claims == {POSTS_TO_QUEUE: False}
+    act_as(token)
 
-    refused = admission(Caller(other.pk, None), UPSTREAM)
+    caller, refused = await admission()
 
     assert refused is not None and refused["code"] == "invalid"
     assert "queue" in refused["fields"]
+    assert caller.agent_id == int(token.client_id)
 
 
-def test_an_oauth_token_must_have_consent_for_the_queue(agent_id: int) -> None:
-    assert admission(Caller(agent_id, frozenset({"gw-ops"})), UPSTREAM) is None
-    refused = admission(Caller(agent_id, frozenset({"other"})), UPSTREAM)
-    assert refused is not None and refused["code"] == "invalid"
+async def test_a_wrong_key_is_no_token_and_a_key_and_its_queue_are_read_in_one_trip(
+    agent_key: tuple[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trips: list[str] = []
+    real_database_call = callers.database_call
+
+    def counted(func: Any) -> Any:
+        trips.append(func.__name__)
+        return real_database_call(func)
+
+    monkeypatch.setattr(callers, "database_call", counted)
+    verifier = GatewayKeyVerifier(UPSTREAM)
+
+    assert await verifier.verify_token(agent_key[1] + "x") is None
+    assert await verifier.verify_token(agent_key[1]) is not None
+    assert trips == ["resolve", "resolve"]
 
 
-def test_the_gateway_and_intake_ask_one_rule_of_which_queues_an_agent_may_post_to(agent_id: int) -> None:
+@pytest.mark.django_db
+def test_an_oauth_token_must_have_consent_for_the_queue(agent_key: tuple[int, str]) -> None:
+    agent_id = agent_key[0]
+    assert may_post(Caller(agent_id, frozenset({"gw-ops"})), UPSTREAM)
+    assert not may_post(Caller(agent_id, frozenset({"other"})), UPSTREAM)
+    assert may_post(Caller(agent_id, None), UPSTREAM)
+
+
+def test_the_gateway_and_intake_ask_one_rule_of_which_queues_an_agent_may_post_to(
+    agent_key: tuple[int, str],
+) -> None:
+    agent_id = agent_key[0]
     other, _ = accounts.create_agent("other-agent", queue_slugs=["other", "gw-ops"])
     other.queues.remove(Queue.objects.get(slug="gw-ops"))  # taken off a queue after its key was issued
     agents, slugs = [agent_id, other.pk, other.pk + 1000], ["gw-ops", "other", "missing"]

@@ -2,6 +2,7 @@
 Redis in the services leg), so concurrent clients of one agent get exactly the limit, no call refused before it
 and none let through after it."""
 
+import asyncio
 import threading
 from typing import Any
 
@@ -51,6 +52,25 @@ def test_concurrent_clients_of_one_agent_get_exactly_the_limit_then_a_wait(clock
         refused = [wait is not None for wait in made]
         assert refused == sorted(refused)
         assert all(1 <= wait <= 3600 for wait in made if wait is not None), made
+
+
+async def test_callers_on_the_event_loop_and_in_threads_draw_on_one_exact_count(clock: Clock) -> None:
+    """The MCP doors charge from the event loop (`acharge`: with Redis one awaited round trip, no thread), REST from
+    its request threads (`charge`): both at once, one count, exactly the limit."""
+    rate = parse_rate("320/hour")
+    loop_calls = 120
+
+    from_threads, from_loop = await asyncio.gather(
+        asyncio.to_thread(charges_from_threads, "8", rate),
+        asyncio.gather(
+            *(throttling.acharge(throttling.AgentRateThrottle.scope, "8", rate) for _ in range(loop_calls))
+        ),
+    )
+
+    waits = [wait for made in from_threads for wait in made] + list(from_loop)
+    assert len(waits) == CLIENTS * CALLS_PER_CLIENT + loop_calls
+    assert waits.count(None) == 320
+    assert all(1 <= wait <= 3600 for wait in waits if wait is not None)
 
 
 @pytest.mark.django_db

@@ -14,6 +14,8 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import compose_tool_call_handler
@@ -38,13 +40,13 @@ from starlette.applications import Starlette
 
 from elicitation.api.errors import domain_error_body, throttled_body
 from elicitation.mcp import tasks
-from elicitation.mcp.callers import AgentKeyVerifier, Caller, current_caller
+from elicitation.mcp.callers import AgentKeyVerifier, Caller, caller_of, current_caller
 from elicitation.mcp.gateway import approvals
 from elicitation.mcp.gateway.config import Upstream
 from elicitation.mcp.gateway.tasks import GatewayTasks, HeldTools, version_gated
 from elicitation.mcp.gateway.upstreams import Upstreams
 from elicitation.mcp.results import ReviewRequest
-from elicitation.mcp.service_calls import database_call, tool_error
+from elicitation.mcp.service_calls import tool_error
 from elicitation.mcp.tool_actions import TERMINAL
 from elicitation.mcp.tools import charge_agent_rate, refused_arguments
 from elicitation.queue import access
@@ -58,20 +60,45 @@ GATEWAY_REFUSED = -32012
 Ctx = ServerRequestContext[Any, Any]
 
 
-def admission(caller: Caller, upstream: Upstream) -> dict[str, Any] | None:
-    """REST's door rules for one gateway request: one call of the agent's AGENT_RATE, and the caller may post to
-    the upstream's queue (its key's queues; for an OAuth token, the consented ones). None, or the refusal body."""
-    retry_after = charge_agent_rate(caller.agent_id)
-    if retry_after is not None:
-        return throttled_body(retry_after)
+# The token's claim, set by `GatewayKeyVerifier`, that its agent may post to this gateway's queue.
+POSTS_TO_QUEUE = "reviewhub/postsToQueue"
+
+
+def may_post(caller: Caller, upstream: Upstream) -> bool:
+    """The caller may post to the upstream's queue: one of its key's queues; for an OAuth token, a consented one."""
     allowed = caller.queues is None or upstream.queue in caller.queues
-    if not (allowed and access.agent_may_post(caller.agent_id, upstream.queue)):
-        return domain_error_body(
-            InvalidInput(
-                "Unknown queue.", {"queue": "this gateway's queue is not one this caller may post to"}
-            )
+    return allowed and access.agent_may_post(caller.agent_id, upstream.queue)
+
+
+class GatewayKeyVerifier(AgentKeyVerifier):
+    """`/mcp/`'s verifier, and in the same trip off the event loop the gateway's queue check, which the token then
+    carries (claim POSTS_TO_QUEUE) to `admission`: one trip per request for the whole door, not two."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self.upstream = upstream
+
+    def resolve(self, token: str) -> AccessToken | None:
+        found = super().resolve(token)
+        if found is None:
+            return None
+        claims = {**(found.claims or {}), POSTS_TO_QUEUE: may_post(caller_of(found), self.upstream)}
+        return found.model_copy(update={"claims": claims})
+
+
+async def admission() -> tuple[Caller, dict[str, Any] | None]:
+    """REST's door rules for one gateway request: one call of the agent's AGENT_RATE, and the caller may post to
+    the upstream's queue (as the verifier found it). The caller, and None or the refusal body."""
+    token = get_access_token()
+    caller = current_caller()
+    retry_after = await charge_agent_rate(caller.agent_id)
+    if retry_after is not None:
+        return caller, throttled_body(retry_after)
+    if token is None or not (token.claims or {}).get(POSTS_TO_QUEUE):
+        refused = InvalidInput(
+            "Unknown queue.", {"queue": "this gateway's queue is not one this caller may post to"}
         )
-    return None
+        return caller, domain_error_body(refused)
+    return caller, None
 
 
 class GatewayServer:
@@ -83,8 +110,7 @@ class GatewayServer:
         self.input_schemas: dict[str, dict[str, Any]] = {}
 
     async def _admit(self) -> Caller:
-        caller = current_caller()
-        refused = await database_call(admission)(caller, self.upstream)
+        caller, refused = await admission()
         if refused is not None:
             raise MCPError(GATEWAY_REFUSED, refused["detail"], refused)
         return caller
@@ -138,8 +164,7 @@ class GatewayServer:
         )
 
     async def call_tool(self, ctx: Ctx, params: CallToolRequestParams) -> CallToolResult:
-        caller = current_caller()
-        refused = await database_call(admission)(caller, self.upstream)
+        caller, refused = await admission()
         arguments: dict[str, Any] = dict(params.arguments or {})
         refused = refused or refused_arguments(arguments)
         if refused is not None:
@@ -222,7 +247,7 @@ class GatewayRuntime:
                 resource_server_url=AnyHttpUrl(settings.MCP_RESOURCE_URL),
                 validate_token_resource=False,
             ),
-            token_verifier=AgentKeyVerifier(),
+            token_verifier=GatewayKeyVerifier(upstream),
         )
         self.ready = asyncio.Event()
         self.failed: BaseException | None = None
