@@ -88,6 +88,13 @@ def gateway(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> 
             "pass": PASSED,
         },
         "down": {"url": f"http://127.0.0.1:{free_port()}/mcp", "queue": QUEUE, "timeout": 5},
+        "slow": {
+            "url": f"http://127.0.0.1:{http_port}/mcp",
+            "headers": {"Authorization": f"Bearer {UPSTREAM_SECRET}"},
+            "queue": QUEUE,
+            "pass": ["stall", "read_status"],
+            "timeout": 1,
+        },
     }
     server = LiveReviewHub(
         MCP_GATEWAY_UPSTREAMS=json.dumps(upstreams),
@@ -411,6 +418,19 @@ async def test_upstream_failures_are_reported_never_a_500(gateway: Gateway, setu
     assert text_of(after_crash) == "all green"
     assert "Upstream MCP server 'down' is unavailable" in str(unreachable.value)
     assert UPSTREAM_SECRET not in gateway.server.logs()
+
+
+async def test_an_upstream_slower_than_its_timeout_is_reported_and_its_link_kept(
+    gateway: Gateway, setup: Setup
+) -> None:
+    async with gateway_client(gateway, "slow", setup.agent_key) as client:
+        with pytest.raises(MCPError) as late:
+            await client.call_tool("stall", {"seconds": 10})
+        after = await client.call_tool("read_status", {})
+
+    assert late.value.error.code == -32011
+    assert "Upstream MCP server 'slow' did not answer within 1 s" in str(late.value)
+    assert text_of(after) == "all green"  # on the link that stayed open
 
 
 async def test_a_tasks_client_gets_a_task_at_once_and_the_approved_result_once(

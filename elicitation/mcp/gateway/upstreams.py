@@ -134,7 +134,10 @@ class Upstreams:
         link = await self.link(name)
         client = await link.ready()
         try:
-            return await asyncio.wait_for(request(client), upstream.timeout)
+            async with asyncio.timeout(
+                upstream.timeout
+            ):  # in this task: wait_for would start another per call
+                return await request(client)
         except TimeoutError:
             raise MCPError(
                 UPSTREAM_TIMEOUT, f"Upstream MCP server {name!r} did not answer within {upstream.timeout:g} s"

@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -61,6 +62,13 @@ def environment_names() -> list[str]:
 def explode() -> str:
     record("explode", {})
     raise ToolError("the upstream tool failed on purpose")
+
+
+@server.tool(description="Answers after the given seconds (an upstream slower than the gateway waits for).")
+async def stall(seconds: float) -> str:
+    record("stall", {"seconds": seconds})
+    await anyio.sleep(seconds)
+    return "awake"
 
 
 @server.tool(description="Ends the upstream process (a crash, as the gateway sees it).")
