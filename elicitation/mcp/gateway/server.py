@@ -1,6 +1,6 @@
 """The gateway's MCP server: one SDK lowlevel `Server` per upstream, served at `/mcp/gateway/<name>/` behind the same
-bearer stack as `/mcp/` (agent keys and OAuth tokens, `AgentKeyVerifier`), the same Host/Origin checks and the same
-`AGENT_RATE`, each request charged once.
+bearer stack as `/mcp/` (agent keys and OAuth tokens; `GatewayKeyVerifier` is `/mcp/`'s verifier with the queue check
+read in the same trip), the same Host/Origin checks and the same `AGENT_RATE`, each request charged once.
 
 Everything is proxied as the upstream answers it: `tools/list`, `resources/list`, `resources/templates/list`,
 `resources/read`, `prompts/list`, `prompts/get`. A `tools/call` is forwarded at once only for the tools the
