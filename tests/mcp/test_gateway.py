@@ -196,7 +196,7 @@ async def test_tool_lists_resources_and_prompts_pass_through(
         prompts = [p.name for p in (await client.list_prompts()).prompts]
         prompt = await client.get_prompt("greet", {"name": "Zoë"})
 
-    assert tools == {"deploy", "read_status", "explode", "crash", "environment_names"}
+    assert tools == {"deploy", "read_status", "explode", "crash", "environment_names", "stall"}
     assert resources == ["status://current"]
     assert read.contents[0].text == "status: all green"  # type: ignore[union-attr]
     assert prompts == ["greet"]
