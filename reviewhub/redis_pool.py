@@ -49,7 +49,10 @@ def shared_client(url: str, **kwargs: Any) -> redis.Redis:
 # Enough for the commands one event loop has in flight at once; more callers queue for a connection.
 LOOP_POOL_CONNECTIONS = 32
 
-_loop_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], redis.asyncio.Redis]]" = weakref.WeakKeyDictionary()
+LoopClients = dict[tuple[str, str], redis.asyncio.Redis]
+_loop_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClients]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def loop_client(url: str, **kwargs: Any) -> redis.asyncio.Redis:

@@ -134,9 +134,8 @@ class Upstreams:
         link = await self.link(name)
         client = await link.ready()
         try:
-            async with asyncio.timeout(
-                upstream.timeout
-            ):  # in this task: wait_for would start another per call
+            # In this task: wait_for would start another task per call.
+            async with asyncio.timeout(upstream.timeout):
                 return await request(client)
         except TimeoutError:
             raise MCPError(
