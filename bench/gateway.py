@@ -4,7 +4,7 @@ same call made directly to the upstream.
 The upstream is the gateway tests' MCPServer (tests/mcp/servers/gateway_upstream.py) over streamable HTTP on
 loopback; both sides are the official SDK's `Client` over streamable HTTP, one call at a time, direct and gateway
 calls in alternating rounds so the machine's load falls on both alike. The overhead is the difference of the
-p50s: the agent's key checked, one AGENT_RATE charge and a queue check (one read), and the hop to the upstream on
+p50s: the agent's key and the queue checked (one statement), one AGENT_RATE count, and the hop to the upstream on
 the gateway's kept-open client. Reported beside it: a call an `accept` rule lets through (a request row and its
 audit row written and answered at intake, then forwarded).
 
@@ -180,8 +180,9 @@ def run(ctx: Context) -> Report:
         f"On {', '.join(server.kind for server in servers)}. {rounds} rounds of {calls} sequential calls each way "
         "(direct, through the gateway, accepted by a rule, /mcp/ list_queues), one SDK client per way kept open; "
         "the upstream runs on the same machine over streamable HTTP. The gateway's door is /mcp/'s: the agent key "
-        "is looked up on every request (revocation is immediate), then AGENT_RATE is charged in the cache and the "
-        "queue checked, each of the two one hop off the event loop."
+        "is looked up on every request (revocation is immediate) with the queue check in the same statement, one "
+        "hop off the event loop, then AGENT_RATE is counted in the cache from the loop. A call that cannot be held "
+        "is answered as plain JSON."
     )
     return report
 

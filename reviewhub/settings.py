@@ -144,6 +144,11 @@ if DATABASE_URL:
     # a server-side cursor cannot outlive its transaction there.
     DB_TRANSACTION_POOLER = env_bool("DB_TRANSACTION_POOLER", False)
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DB_TRANSACTION_POOLER
+    if not DB_TRANSACTION_POOLER:
+        # Parameters bound by the server, and a statement run five times on a connection prepared there: PostgreSQL
+        # then plans it once per connection instead of on every run (Django's default, for the poolers' sake, sends
+        # each statement with its values inlined). A key check went 384 -> 225 µs (BENCHMARKS.md, #13).
+        DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
     DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 0 if DB_TRANSACTION_POOLER else 20)
     if DB_POOL_MAX_SIZE and not DATABASES["default"].get("CONN_MAX_AGE"):
         # Each connection handed out is checked (a round trip only if the server spoke to it while idle); one

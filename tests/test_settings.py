@@ -83,9 +83,19 @@ def test_behind_a_transaction_pooler_the_pool_is_off_and_cursors_are_client_side
     result = settings_in_subprocess(
         {"DATABASE_URL": "postgres://u@pgbouncer:6432/rh", "DB_TRANSACTION_POOLER": "true"},
         "s.DATABASES['default']['ENGINE'], s.DATABASES['default']['DISABLE_SERVER_SIDE_CURSORS'], "
-        "'pool' in s.DATABASES['default'].get('OPTIONS', {})",
+        "sorted(s.DATABASES['default'].get('OPTIONS', {}))",
     )
-    assert result.stdout.strip() == "('django.db.backends.postgresql', True, False)", result.stderr
+    # No pool, and none of server-side binding and prepared statements: Django's defaults, as PgBouncer needs.
+    assert result.stdout.strip() == "('django.db.backends.postgresql', True, [])", result.stderr
+
+
+def test_postgres_binds_parameters_on_the_server_and_prepares_repeated_statements() -> None:
+    result = settings_in_subprocess(
+        {"DATABASE_URL": "postgres://u@db:5432/rh"},
+        "s.DATABASES['default']['OPTIONS']['server_side_binding'], "
+        "s.DATABASES['default']['OPTIONS']['prepare_threshold']",
+    )
+    assert result.stdout.strip() == "(True, 5)", result.stderr
 
 
 def test_a_non_postgres_database_url_is_refused_with_a_clear_message() -> None:

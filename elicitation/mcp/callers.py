@@ -34,11 +34,8 @@ class AgentKeyVerifier:
 
     def resolve(self, token: str) -> AccessToken | None:
         """The token's access, or None; every read it needs in one trip off the event loop."""
-        if token.startswith("rh_"):
-            agent = agent_for_key(token)
-            if agent is None:
-                return None
-            return AccessToken(token=token, client_id=str(agent.pk), scopes=list(agent.scopes or []))
+        if is_agent_key(token):
+            return key_access(token, agent_for_key(token))
         principal = principal_for_token(token)
         if principal is None:
             return None
@@ -55,6 +52,17 @@ class AgentKeyVerifier:
             resource=settings.MCP_RESOURCE_URL,
             subject=f"grant:{principal.grant_id}",
         )
+
+
+def is_agent_key(token: str) -> bool:
+    return token.startswith("rh_")
+
+
+def key_access(key: str, agent: Agent | None) -> AccessToken | None:
+    """The access an agent key gives: the agent's, or none."""
+    if agent is None:
+        return None
+    return AccessToken(token=key, client_id=str(agent.pk), scopes=list(agent.scopes or []))
 
 
 class Caller:

@@ -4,14 +4,15 @@ Rules answer with the domain's errors (a missing row and another team's row look
 to see the difference); each surface maps those errors once (api/errors.py, reviewer/errors.py, …)."""
 
 import functools
+from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from elicitation.models import ElicitationRequest, Queue
+from elicitation.models import Agent, ElicitationRequest, Queue
 from elicitation.queue import prebuilt_sql
 from elicitation.queue.errors import AccessDenied, NotFoundError
 
@@ -126,6 +127,32 @@ def agent_may_post(agent_id: int, slug: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(_may_post_sql(connection.vendor), [agent_id, slug])
         return cursor.fetchone() is not None
+
+
+def agent_by_key_prefix(prefix: str, may_post_to: str) -> tuple[Agent, bool] | None:
+    """The agent whose key has this prefix, and `agent_may_post(agent, may_post_to)`, in one statement (the key
+    itself is checked by the caller, `keys.agent_for_key_posting_to`); None if no agent has the prefix."""
+    sql, params = _agent_may_post_sql(connection.vendor)
+    values: dict[Any, Any] = {"<slug>": may_post_to, "<prefix>": prefix}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [values.get(param, param) for param in params])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return prebuilt_sql.instance_from_row(Agent, row[:-1]), bool(row[-1])
+
+
+@functools.cache
+def _agent_may_post_sql(vendor: str) -> tuple[str, tuple[object, ...]]:
+    """The ORM's statement for an agent's row by key prefix with `agent_may_post`'s answer as its last column, and
+    its parameters with "<slug>" and "<prefix>" where the values go (EXISTS adds a constant of its own)."""
+    columns = [field.attname for field in Agent._meta.concrete_fields]
+    may_post = Exists(Queue.objects.filter(agents=OuterRef("pk"), slug="<slug>"))
+    rows = Agent.objects.filter(key_prefix="<prefix>").annotate(rh_may_post=may_post).order_by()
+    sql, params = rows.values_list(*columns, "rh_may_post").query.sql_with_params()
+    if sorted(p for p in params if p in ("<slug>", "<prefix>")) != ["<prefix>", "<slug>"]:
+        raise AssertionError(f"unexpected parameters {params!r}")
+    return sql, tuple(params)
 
 
 @functools.cache

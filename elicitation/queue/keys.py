@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from elicitation.models import Agent, ReviewerToken
-from elicitation.queue import prebuilt_sql
+from elicitation.queue import access, prebuilt_sql
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,18 @@ def agent_for_key(full_key: str) -> Agent | None:
         return None
     # The key prefix is unique; the SELECT is built once per process (queue/prebuilt_sql.py).
     return _verified(prebuilt_sql.get_by(Agent, "key_prefix", prefix), full_key)
+
+
+def agent_for_key_posting_to(full_key: str, slug: str) -> tuple[Agent | None, bool]:
+    """`agent_for_key`, and whether that agent may post to the queue `slug` (`access.agent_may_post`), read in one
+    statement: the MCP gateway's door asks both on every request, and a second round trip to the database cost
+    more than either read (BENCHMARKS.md, #13)."""
+    prefix = split_prefix(full_key, "rh")
+    found = access.agent_by_key_prefix(prefix, may_post_to=slug) if prefix is not None else None
+    if found is None:
+        return None, False
+    agent = _verified(found[0], full_key)
+    return agent, agent is not None and found[1]
 
 
 def agents_for_keys(full_keys: list[str]) -> dict[str, Agent | None]:

@@ -134,11 +134,23 @@ def setup(gateway: Gateway, transactional_db: None) -> Setup:
 
 @asynccontextmanager
 async def gateway_client(
-    gateway: Gateway, name: str, key: str, extensions: list[Tasks] | None = None
+    gateway: Gateway,
+    name: str,
+    key: str,
+    extensions: list[Tasks] | None = None,
+    content_types: list[str] | None = None,
 ) -> AsyncIterator[Client]:
+    """The SDK's client as the agent; `content_types` collects the media type of each response with a body."""
+
+    async def record(response: httpx2.Response) -> None:
+        if content_types is not None and response.status_code == 200:
+            content_types.append(response.headers.get("content-type", "").split(";")[0])
+
     async with (
         httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=120)
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=httpx2.Timeout(30, read=120),
+            event_hooks={"response": [record]},
         ) as http,
         Client(streamable_http_client(gateway.url(name), http_client=http), extensions=extensions) as client,
     ):
@@ -260,6 +272,34 @@ async def test_an_approved_call_is_forwarded_once_and_its_result_returned(
     assert result.meta is not None
     assert result.meta["reviewhub/gateway"] == {"requestId": str(request.pk), "digest": mcp_context["digest"]}
     assert UPSTREAM_SECRET not in json.dumps(request.context) + request.message
+
+
+async def test_only_a_call_that_may_wait_for_a_person_is_answered_as_a_stream(
+    gateway: Gateway, setup: Setup
+) -> None:
+    """Lists and passed tools cannot be held, so they are answered as plain JSON; a held call streams, so its
+    progress notifications reach the client while a person decides."""
+    content_types: list[str] = []
+    first_beat = asyncio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        first_beat.set()
+
+    async with gateway_client(gateway, "web", setup.agent_key, content_types=content_types) as client:
+        await client.list_tools()
+        await client.call_tool("read_status", {})
+        unheld = list(content_types)
+        call = asyncio.ensure_future(
+            client.call_tool("deploy", {"version": "1.5"}, progress_callback=on_progress)
+        )
+        request = await open_request()
+        await asyncio.wait_for(first_beat.wait(), 60)
+        await decide(request.pk, setup.alice, "accept", {"approve": True})
+        result = await asyncio.wait_for(call, 60)
+
+    assert len(unheld) >= 2 and set(unheld) == {"application/json"}  # the client's own discovery among them
+    assert content_types[len(unheld) :] == ["text/event-stream"]
+    assert text_of(result) == "deployed 1.5 to production"
 
 
 async def test_a_declined_call_is_a_tool_error_and_never_reaches_the_upstream(

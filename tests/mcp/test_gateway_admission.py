@@ -17,8 +17,8 @@ from elicitation.mcp import callers
 from elicitation.mcp.callers import Caller
 from elicitation.mcp.gateway.config import Upstream
 from elicitation.mcp.gateway.server import POSTS_TO_QUEUE, GatewayKeyVerifier, admission, may_post
-from elicitation.models import Queue
-from elicitation.queue import access, accounts
+from elicitation.models import Agent, Queue
+from elicitation.queue import access, accounts, keys
 from elicitation.queue.transitions.intake import postable_queue
 from reviewhub.rates import parse_rate
 
@@ -98,12 +98,37 @@ def test_the_gateway_and_intake_ask_one_rule_of_which_queues_an_agent_may_post_t
     agent_key: tuple[int, str],
 ) -> None:
     agent_id = agent_key[0]
-    other, _ = accounts.create_agent("other-agent", queue_slugs=["other", "gw-ops"])
+    other, other_key = accounts.create_agent("other-agent", queue_slugs=["other", "gw-ops"])
     other.queues.remove(Queue.objects.get(slug="gw-ops"))  # taken off a queue after its key was issued
     agents, slugs = [agent_id, other.pk, other.pk + 1000], ["gw-ops", "other", "missing"]
 
     gateway = {(a, s): access.agent_may_post(a, s) for a in agents for s in slugs}
     intake = {(a, s): postable_queue(a, s) is not None for a in agents for s in slugs}
+    with_the_key = {  # the door's own question: the key's agent and its queue in one statement
+        (a, s): keys.agent_for_key_posting_to(key, s)[1]
+        for a, key in ((agent_id, agent_key[1]), (other.pk, other_key))
+        for s in slugs
+    }
 
     assert gateway == intake
+    assert with_the_key == {key: allowed for key, allowed in gateway.items() if key[0] != other.pk + 1000}
     assert {key for key, allowed in gateway.items() if allowed} == {(agent_id, "gw-ops"), (other.pk, "other")}
+
+
+def test_an_agent_key_and_its_queue_are_one_statement_and_only_a_valid_key_passes(
+    agent_key: tuple[int, str], django_assert_num_queries: Any
+) -> None:
+    agent_id, key = agent_key
+    verifier = GatewayKeyVerifier(UPSTREAM)
+    with django_assert_num_queries(1):
+        token = verifier.resolve(key)
+    assert token is not None and token.client_id == str(agent_id) and token.claims == {POSTS_TO_QUEUE: True}
+
+    prefix, secret = key.rsplit("_", 1)
+    assert verifier.resolve(f"{prefix}_{'A' * len(secret)}") is None  # the row's prefix, another secret
+    assert verifier.resolve("rh_00000000_" + secret) is None  # no such prefix
+    with django_assert_num_queries(0):
+        assert verifier.resolve("rh_short") is None  # no prefix at all: nothing read
+    accounts.revoke_agent(Agent.objects.get(pk=agent_id))
+    assert verifier.resolve(key) is None
+    assert keys.agent_for_key_posting_to(key, "gw-ops") == (None, False)

@@ -10,6 +10,7 @@ forwarded once, only if approved. Upstream failures are JSON-RPC errors naming t
 an unknown gateway name is a 404 before any MCP is spoken."""
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -40,7 +41,14 @@ from starlette.applications import Starlette
 
 from elicitation.api.errors import domain_error_body, throttled_body
 from elicitation.mcp import tasks
-from elicitation.mcp.callers import AgentKeyVerifier, Caller, caller_of, current_caller
+from elicitation.mcp.callers import (
+    AgentKeyVerifier,
+    Caller,
+    caller_of,
+    current_caller,
+    is_agent_key,
+    key_access,
+)
 from elicitation.mcp.gateway import approvals
 from elicitation.mcp.gateway.config import Upstream
 from elicitation.mcp.gateway.tasks import GatewayTasks, HeldTools, version_gated
@@ -51,6 +59,7 @@ from elicitation.mcp.tool_actions import TERMINAL
 from elicitation.mcp.tools import charge_agent_rate, refused_arguments
 from elicitation.queue import access
 from elicitation.queue.errors import InvalidInput
+from elicitation.queue.keys import agent_for_key_posting_to
 
 logger = logging.getLogger(__name__)
 
@@ -72,17 +81,22 @@ def may_post(caller: Caller, upstream: Upstream) -> bool:
 
 class GatewayKeyVerifier(AgentKeyVerifier):
     """`/mcp/`'s verifier, and in the same trip off the event loop the gateway's queue check, which the token then
-    carries (claim POSTS_TO_QUEUE) to `admission`: one trip per request for the whole door, not two."""
+    carries (claim POSTS_TO_QUEUE) to `admission`: one trip per request for the whole door, not two. For an agent
+    key, the key's row and the queue check are one statement (`keys.agent_for_key_posting_to`)."""
 
     def __init__(self, upstream: Upstream) -> None:
         self.upstream = upstream
 
     def resolve(self, token: str) -> AccessToken | None:
-        found = super().resolve(token)
+        if is_agent_key(token):
+            agent, posts = agent_for_key_posting_to(token, self.upstream.queue)
+            found = key_access(token, agent)
+        else:
+            found = super().resolve(token)
+            posts = found is not None and may_post(caller_of(found), self.upstream)
         if found is None:
             return None
-        claims = {**(found.claims or {}), POSTS_TO_QUEUE: may_post(caller_of(found), self.upstream)}
-        return found.model_copy(update={"claims": claims})
+        return found.model_copy(update={"claims": {**(found.claims or {}), POSTS_TO_QUEUE: posts}})
 
 
 async def admission() -> tuple[Caller, dict[str, Any] | None]:
@@ -229,16 +243,45 @@ def build_gateway_server(upstream: Upstream, upstreams: Upstreams) -> Server[Any
     return server
 
 
+def may_hold(message: Any, upstream: Upstream) -> bool:
+    """Whether this JSON-RPC message may wait for a person: a `tools/call` of a tool not passed straight through
+    (or a batch, which older protocol versions allow, that might hold one). Anything else is answered at once."""
+    if isinstance(message, list):
+        return True
+    params = message.get("params") if isinstance(message, dict) else None
+    if not isinstance(params, dict) or message.get("method") != "tools/call":
+        return False
+    return params.get("name") not in upstream.passed_tools
+
+
 class GatewayRuntime:
-    """One upstream's server, Starlette app and running session manager, bound to the loop that made it (as
-    elicitation/mcp/server.py's `_Runtime`, for the same reason: started on the first request, not at lifespan)."""
+    """One upstream's server, its two Starlette apps and their running session managers, bound to the loop that made
+    them (as elicitation/mcp/server.py's `_Runtime`, for the same reason: started on the first request, not at
+    lifespan).
+
+    The two apps differ only in how they answer: `streaming_app` may answer with an SSE stream, so a held call's
+    progress notifications reach the client and its disconnect reaches the wait; `json_app` answers plain JSON,
+    without the SDK's per-request task group and disconnect watcher (a share of the proxy overhead measured in
+    bench/findings.md, 2026-11-28 afternoon). Streamable HTTP lets the server choose per request; `may_hold` says
+    which a request needs."""
 
     def __init__(self, upstream: Upstream, upstreams: Upstreams) -> None:
         self.loop = asyncio.get_running_loop()
+        self.upstream = upstream
         self.path = GATEWAY_PREFIX + upstream.name
         self.server = build_gateway_server(upstream, upstreams)
-        self.app: Starlette = self.server.streamable_http_app(
+        verifier = GatewayKeyVerifier(upstream)
+        self.streaming_app, streaming = self._app(verifier, json_response=False)
+        self.json_app, plain = self._app(verifier, json_response=True)
+        self._managers = (streaming, plain)
+        self.ready = asyncio.Event()
+        self.failed: BaseException | None = None
+        self.task = self.loop.create_task(self._serve(), name=f"reviewhub-mcp-gateway-{upstream.name}")
+
+    def _app(self, verifier: GatewayKeyVerifier, *, json_response: bool) -> tuple[Starlette, Any]:
+        app = self.server.streamable_http_app(
             streamable_http_path=self.path,
+            json_response=json_response,
             stateless_http=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=settings.MAX_BODY_BYTES,
@@ -247,15 +290,15 @@ class GatewayRuntime:
                 resource_server_url=AnyHttpUrl(settings.MCP_RESOURCE_URL),
                 validate_token_resource=False,
             ),
-            token_verifier=GatewayKeyVerifier(upstream),
+            token_verifier=verifier,
         )
-        self.ready = asyncio.Event()
-        self.failed: BaseException | None = None
-        self.task = self.loop.create_task(self._serve(), name=f"reviewhub-mcp-gateway-{upstream.name}")
+        return app, self.server.session_manager  # the manager the call just made
 
     async def _serve(self) -> None:
         try:
-            async with self.server.session_manager.run():
+            async with contextlib.AsyncExitStack() as stack:
+                for manager in self._managers:
+                    await stack.enter_async_context(manager.run())
                 self.ready.set()
                 await asyncio.Event().wait()
         except BaseException as exc:
