@@ -8,7 +8,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from elicitation.models import Agent
-from elicitation.queue.keys import agent_for_key, bearer_token, reviewer_token_for_key
+from elicitation.queue.keys import agent_for_key, bearer_token, is_agent_key, reviewer_token_for_key
 
 
 class AgentKeyAuthentication(authentication.BaseAuthentication):
@@ -16,7 +16,7 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
         token = bearer_token(request.headers)
-        if token is None or not token.startswith("rh_"):
+        if token is None or not is_agent_key(token):
             return None
         agent = agent_for_key(token)
         if agent is None:

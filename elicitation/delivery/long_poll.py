@@ -27,7 +27,7 @@ from django.urls import Resolver404, resolve
 from elicitation.delivery import waiters
 from elicitation.delivery.waiter_threads import database_call
 from elicitation.queue import selectors
-from elicitation.queue.keys import agent_for_key, scope_bearer_token
+from elicitation.queue.keys import agent_for_key, is_agent_key, scope_bearer_token
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ async def caller_of(scope: Scope) -> Caller | None:
     """The agent whose key the request bears, read from the database unless the hub trusts the key already (an agent
     re-polling every minute costs no key read: waiters.KEY_TRUST_SECONDS)."""
     token = scope_bearer_token(scope)
-    if not token or not token.startswith("rh_"):
+    if not token or not is_agent_key(token):
         return None
     digest = hashlib.sha256(token.encode()).digest()
     hub = waiters.hub()

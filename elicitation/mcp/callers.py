@@ -17,7 +17,7 @@ from elicitation.mcp.oauth import principal_for_token
 from elicitation.mcp.service_calls import database_call
 from elicitation.models import Agent, ElicitationRequest
 from elicitation.queue.errors import DomainError, InvalidInput
-from elicitation.queue.keys import agent_for_key
+from elicitation.queue.keys import agent_for_key, is_agent_key
 
 QUEUE_SCOPE_PREFIX = "queue:"
 OAUTH_SCOPE = "oauth"
@@ -52,10 +52,6 @@ class AgentKeyVerifier:
             resource=settings.MCP_RESOURCE_URL,
             subject=f"grant:{principal.grant_id}",
         )
-
-
-def is_agent_key(token: str) -> bool:
-    return token.startswith("rh_")
 
 
 def key_access(key: str, agent: Agent | None) -> AccessToken | None:

@@ -88,6 +88,11 @@ def scope_bearer_token(scope: Any) -> str | None:
     return bearer_token(headers)
 
 
+def is_agent_key(token: str) -> bool:
+    """Whether a bearer credential is meant as an agent key (`rh_…`), so this door checks it as one."""
+    return token.startswith("rh_")
+
+
 def agent_for_key(full_key: str) -> Agent | None:
     """The active agent owning this key, or None. The prefix finds the row; the HMAC comparison is constant-time."""
     prefix = split_prefix(full_key, "rh")

@@ -46,7 +46,6 @@ from elicitation.mcp.callers import (
     Caller,
     caller_of,
     current_caller,
-    is_agent_key,
     key_access,
 )
 from elicitation.mcp.gateway import approvals
@@ -59,7 +58,7 @@ from elicitation.mcp.tool_actions import TERMINAL
 from elicitation.mcp.tools import charge_agent_rate, refused_arguments
 from elicitation.queue import access
 from elicitation.queue.errors import InvalidInput
-from elicitation.queue.keys import agent_for_key_posting_to
+from elicitation.queue.keys import agent_for_key_posting_to, is_agent_key
 
 logger = logging.getLogger(__name__)
 
